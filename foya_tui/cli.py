@@ -1,0 +1,181 @@
+"""Provides the `foya` command line: the TUI by default, and headless sub-commands (DESIGN §5).
+
+User mistakes (bad flags, unknown sessions, malformed files, bad config) print one sentence on
+stderr and exit with code 2; nothing is written. Provider failures exit with code 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import NoReturn
+
+from foya_tui import __version__
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+
+
+class UsageError(Exception):
+    """A mistake in what the user asked for: one line, exit code 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        # argparse prints the whole usage block; one clear line is kinder in scripts.
+        raise UsageError(f"{message} (see `foya --help`)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="foya", description="A terminal workstation for long LLM-agent sessions.")
+    parser.add_argument("--version", action="version", version=f"foya {__version__}")
+    parser.add_argument(
+        "--db", metavar="PATH", help="database file (default: under the data dir or $FOYA_HOME)"
+    )
+    parser.add_argument(
+        "--model", metavar="M", help="LiteLLM model string for this run (default from config)"
+    )
+    parser.add_argument("--session", metavar="ID", help="resume this session in the TUI (id or prefix)")
+    commands = parser.add_subparsers(dest="command", parser_class=_Parser)
+
+    run = commands.add_parser("run", help="run one headless turn")
+    run.add_argument("prompt", help="the message to send; '-' reads it from stdin")
+    run.add_argument("--model", dest="run_model", metavar="M", help="LiteLLM model string")
+    run.add_argument("--session", dest="run_session", metavar="ID", help="continue this session")
+    run.add_argument("--json", action="store_true", help="print runtime updates as JSON lines")
+
+    sessions = commands.add_parser("sessions", help="list sessions")
+    sessions.add_argument("--json", action="store_true", help="print JSON")
+
+    importer = commands.add_parser("import", help="import OpenAI-format messages (JSON array or JSONL)")
+    importer.add_argument("file", help="transcript file; '-' reads stdin")
+
+    export = commands.add_parser("export", help="print a session as JSON lines")
+    export.add_argument("session", metavar="SESSION")
+    export.add_argument("--projection", action="store_true", help="the model projection instead of history")
+    return parser
+
+
+def _open_runtime(args: argparse.Namespace):
+    from foya_tui.paths import resolve_paths
+    from foya_tui.runtime.runtime import Runtime
+    from foya_tui.settings import load_settings
+
+    paths = resolve_paths(database=args.db)
+    settings = load_settings(paths.config_file)
+    return Runtime(settings, paths)
+
+
+def _print_json(value: object) -> None:
+    sys.stdout.write(json.dumps(value, ensure_ascii=False) + "\n")
+    sys.stdout.flush()
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    from foya_tui.runtime.updates import ReplyDelta, RetryScheduled, TurnFailed, TurnFinished
+
+    prompt = sys.stdin.read() if args.prompt == "-" else args.prompt
+    if not prompt.strip():
+        raise UsageError("the prompt is empty")
+    with _open_runtime(args) as runtime:
+        route = runtime.route_for(args.run_model or args.model)
+        session = (
+            runtime.open_session(args.run_session, route) if args.run_session else runtime.new_session(route)
+        )
+        status = EXIT_FAILED
+        for update in session.send(prompt):
+            if args.json:
+                _print_json(update.to_json())
+            elif isinstance(update, ReplyDelta):
+                sys.stdout.write(update.text)
+                sys.stdout.flush()
+            elif isinstance(update, RetryScheduled):
+                print(f"foya: {update.reason}; retrying in {update.delay_seconds:.1f} s", file=sys.stderr)
+            elif isinstance(update, TurnFinished):
+                sys.stdout.write("\n")
+                if update.notice:
+                    print(f"foya: {update.notice}", file=sys.stderr)
+            elif isinstance(update, TurnFailed):
+                print(f"foya: {update.reason}", file=sys.stderr)
+            if isinstance(update, TurnFinished):
+                status = EXIT_OK
+        return status
+
+
+def _cmd_sessions(args: argparse.Namespace) -> int:
+    with _open_runtime(args) as runtime:
+        sessions = runtime.list_sessions()
+    if args.json:
+        _print_json(
+            {
+                "sessions": [
+                    {"id": s.id, "title": s.title, "updated": s.updated_at, "events": s.event_count}
+                    for s in sessions
+                ]
+            }
+        )
+        return EXIT_OK
+    if not sessions:
+        print('no sessions yet: run `foya` or `foya run "hello"`')
+        return EXIT_OK
+    for s in sessions:
+        print(f"{s.short_id}  {s.updated_at[:19].replace('T', ' ')}  {s.event_count:>6} events  {s.title}")
+    return EXIT_OK
+
+
+def _cmd_import(args: argparse.Namespace) -> int:
+    if args.file == "-":
+        data, source = sys.stdin.buffer.read(), "stdin"
+    else:
+        path = Path(args.file)
+        try:
+            data = path.read_bytes()
+        except OSError as exc:
+            raise UsageError(f"cannot read {args.file}: {exc.strerror or exc}") from None
+        source = path.name
+    with _open_runtime(args) as runtime:
+        info = runtime.import_transcript(data, source)
+    print(info.id)
+    return EXIT_OK
+
+
+def _cmd_export(args: argparse.Namespace) -> int:
+    with _open_runtime(args) as runtime:
+        for record in runtime.export(args.session, projection=args.projection):
+            _print_json(record)
+    return EXIT_OK
+
+
+def _cmd_tui(args: argparse.Namespace) -> int:
+    from foya_tui.ui.app import run_app
+
+    return run_app(database=args.db, model=args.model, session=args.session)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from foya_tui.runtime.store import StoreError, UnknownSessionError
+    from foya_tui.runtime.transcripts import TranscriptError
+    from foya_tui.settings import SettingsError
+
+    try:
+        args = build_parser().parse_args(argv)
+        handler = {
+            "run": _cmd_run,
+            "sessions": _cmd_sessions,
+            "import": _cmd_import,
+            "export": _cmd_export,
+        }.get(args.command, _cmd_tui)
+        return handler(args)
+    except (UsageError, SettingsError, UnknownSessionError, TranscriptError, StoreError, ValueError) as exc:
+        message = exc.args[0] if exc.args else str(exc)
+        print(f"foya: {message}", file=sys.stderr)
+        return EXIT_USAGE
+    except BrokenPipeError:
+        # `foya export … | head`: the reader left; that is not an error.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_OK
+    except KeyboardInterrupt:
+        return 130

@@ -1,0 +1,1 @@
+"""Provides the context compiler's parts: token counting, budget and projection."""

@@ -1,0 +1,1 @@
+"""Provides routes, the model catalog, provider error classification and provider clients."""

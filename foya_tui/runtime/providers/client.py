@@ -1,0 +1,72 @@
+"""Provides the provider-client interface: a request, the stream of events it yields, cancellation."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from foya_tui.runtime.model import ToolCall, Usage
+from foya_tui.runtime.providers.routes import Route
+
+
+@dataclass(frozen=True)
+class ProviderRequest:
+    """What is sent to a provider: OpenAI-shaped messages and tools for one route."""
+
+    route: Route
+    messages: tuple[Mapping[str, Any], ...]
+    tools: tuple[Mapping[str, Any], ...] = ()
+    max_output_tokens: int | None = None
+
+
+@dataclass(frozen=True)
+class TextDelta:
+    text: str
+
+
+@dataclass(frozen=True)
+class ReasoningDelta:
+    text: str
+
+
+@dataclass(frozen=True)
+class ToolCallDelta:
+    """A tool call has started or grown; the full calls arrive in StreamFinished."""
+
+    index: int
+    name: str
+
+
+@dataclass(frozen=True)
+class StreamFinished:
+    text: str
+    reasoning: str
+    tool_calls: tuple[ToolCall, ...]
+    finish_reason: str
+    usage: Usage | None
+    """None when the provider reported nothing (or 0/0/0): unknown, not zero."""
+
+
+StreamEvent = TextDelta | ReasoningDelta | ToolCallDelta | StreamFinished
+
+
+@dataclass
+class CancelToken:
+    """Set from any thread to stop a stream between chunks."""
+
+    _event: threading.Event = field(default_factory=threading.Event)
+
+    def cancel(self) -> None:
+        self._event.set()
+
+    @property
+    def cancelled(self) -> bool:
+        return self._event.is_set()
+
+
+class ProviderClient(Protocol):
+    """Streams one request. Raises ProviderError (classified) on failure; ends with StreamFinished."""
+
+    def stream(self, request: ProviderRequest, cancel: CancelToken) -> Iterator[StreamEvent]: ...

@@ -1,0 +1,291 @@
+"""Provides the LiteLLM provider client and the simulator's LiteLLM custom-provider adapter.
+
+This is the only module that imports LiteLLM, and only on the first request: the import costs
+seconds and must stay off the start-up path. LiteLLM is configured to use its offline model
+table, send no telemetry and never retry on its own (Foya's retry policy lives in the session).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from types import ModuleType
+from typing import Any
+
+from foya_tui.runtime.model import ToolCall, Usage
+from foya_tui.runtime.providers.client import (
+    CancelToken,
+    ProviderRequest,
+    ReasoningDelta,
+    StreamEvent,
+    StreamFinished,
+    TextDelta,
+    ToolCallDelta,
+)
+from foya_tui.runtime.providers.errors import (
+    FailureKind,
+    ProviderError,
+    ProviderFailure,
+    classify_exception,
+)
+from foya_tui.runtime.providers.routes import SIMULATOR_PROTOCOL
+from foya_tui.runtime.providers.simulator import Simulator, SimulatorFault
+from foya_tui.settings import Settings
+
+_load_lock = threading.Lock()
+_litellm: ModuleType | None = None
+_simulator = Simulator()
+# Words per simulated stream chunk: small enough to show streaming, large enough to stay fast.
+SIMULATOR_CHUNK_WORDS = 3
+
+
+def load_litellm() -> ModuleType:
+    """Import and configure LiteLLM once per process (thread-safe)."""
+    global _litellm
+    with _load_lock:
+        if _litellm is None:
+            # Must be set before the import: otherwise LiteLLM fetches its model table online.
+            os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+            import litellm
+
+            litellm.telemetry = False
+            litellm.suppress_debug_info = True
+            litellm.drop_params = True  # providers that lack stream_options etc. still work
+            litellm.num_retries = 0
+            handler = _make_simulator_handler(litellm, _simulator)
+            litellm.custom_provider_map = [
+                *[p for p in litellm.custom_provider_map if p.get("provider") != SIMULATOR_PROTOCOL],
+                {"provider": SIMULATOR_PROTOCOL, "custom_handler": handler},
+            ]
+            _litellm = litellm
+        return _litellm
+
+
+def is_litellm_loaded() -> bool:
+    return _litellm is not None
+
+
+def _make_simulator_handler(litellm: ModuleType, simulator: Simulator) -> Any:
+    """Build the simulator's CustomLLM subclass (defined here because it subclasses LiteLLM)."""
+
+    def full_model(model: str) -> str:
+        return model if model.startswith(f"{SIMULATOR_PROTOCOL}/") else f"{SIMULATOR_PROTOCOL}/{model}"
+
+    def reply(model: str, messages: list[dict[str, Any]]) -> Any:
+        try:
+            return simulator.reply(full_model(model), messages)
+        except SimulatorFault as fault:
+            if fault.kind == "overflow":
+                raise litellm.ContextWindowExceededError(
+                    message=fault.message, model=full_model(model), llm_provider=SIMULATOR_PROTOCOL
+                ) from None
+            if fault.kind in ("429", "quota"):
+                raise litellm.RateLimitError(
+                    message=fault.message, llm_provider=SIMULATOR_PROTOCOL, model=full_model(model)
+                ) from None
+            raise litellm.BadRequestError(
+                message=fault.message, model=full_model(model), llm_provider=SIMULATOR_PROTOCOL
+            ) from None
+
+    def usage_block(result: Any) -> dict[str, int]:
+        return {
+            "prompt_tokens": result.prompt_tokens,
+            "completion_tokens": result.completion_tokens,
+            "total_tokens": result.prompt_tokens + result.completion_tokens,
+        }
+
+    class SimulatorHandler(litellm.CustomLLM):
+        def completion(self, model: str, messages: list, *args: Any, **kwargs: Any) -> Any:
+            result = reply(model, messages)
+            return litellm.ModelResponse(
+                model=full_model(model),
+                choices=[
+                    {
+                        "index": 0,
+                        "finish_reason": result.finish_reason,
+                        "message": {"role": "assistant", "content": result.text},
+                    }
+                ],
+                usage=usage_block(result),
+            )
+
+        def streaming(
+            self, model: str, messages: list, *args: Any, **kwargs: Any
+        ) -> Iterator[dict[str, Any]]:
+            result = reply(model, messages)
+            words = result.text.split(" ")
+            pieces = [
+                " ".join(words[i : i + SIMULATOR_CHUNK_WORDS])
+                + (" " if i + SIMULATOR_CHUNK_WORDS < len(words) else "")
+                for i in range(0, len(words), SIMULATOR_CHUNK_WORDS)
+            ]
+            for piece in pieces:
+                yield {"text": piece, "is_finished": False, "finish_reason": "", "usage": None, "index": 0}
+            yield {
+                "text": "",
+                "is_finished": True,
+                "finish_reason": result.finish_reason,
+                "usage": usage_block(result),
+                "index": 0,
+            }
+
+        async def acompletion(self, model: str, messages: list, *args: Any, **kwargs: Any) -> Any:
+            return self.completion(model, messages, *args, **kwargs)
+
+        async def astreaming(self, model: str, messages: list, *args: Any, **kwargs: Any):  # type: ignore[override]
+            for chunk in self.streaming(model, messages, *args, **kwargs):
+                yield chunk
+
+    return SimulatorHandler()
+
+
+@dataclass
+class _ToolCallParts:
+    id: str = ""
+    name: str = ""
+    arguments: list[str] = field(default_factory=list)
+
+
+def _attr(obj: Any, name: str) -> Any:
+    if isinstance(obj, Mapping):
+        return obj.get(name)
+    return getattr(obj, name, None)
+
+
+def _usage_of(raw: Any) -> Usage | None:
+    if raw is None:
+        return None
+    return Usage.from_counts(
+        _attr(raw, "prompt_tokens"), _attr(raw, "completion_tokens"), _attr(raw, "total_tokens")
+    )
+
+
+def _bad_response(detail: str) -> ProviderError:
+    return ProviderError(
+        ProviderFailure(kind=FailureKind.OTHER, detail=f"the provider's reply was unreadable ({detail})")
+    )
+
+
+class LiteLLMClient:
+    """Streams requests through LiteLLM (the simulator included, as a custom provider)."""
+
+    def __init__(self, settings: Settings, env: Mapping[str, str] | None = None) -> None:
+        self._settings = settings
+        self._env = env
+
+    def _request_kwargs(self, request: ProviderRequest) -> tuple[dict[str, Any], list[str]]:
+        route = request.route
+        connection = self._settings.connection_for(route.connection)
+        kwargs: dict[str, Any] = {
+            "model": route.model,
+            "messages": [dict(message) for message in request.messages],
+            "stream": True,
+            "stream_options": {"include_usage": True},
+            "timeout": self._settings.request_timeout,
+            "max_retries": 0,
+            "num_retries": 0,
+        }
+        if route.endpoint:
+            kwargs["api_base"] = route.endpoint
+        secrets: list[str] = []
+        key = None if route.is_simulator else connection.api_key(self._env)
+        if key:
+            kwargs["api_key"] = key
+            secrets.append(key)
+        elif route.endpoint and not route.is_simulator:
+            # Local OpenAI-compatible servers (vLLM, LM Studio) need no key, but the OpenAI SDK
+            # refuses to start without one.
+            kwargs["api_key"] = "not-needed"
+        if request.tools:
+            kwargs["tools"] = [dict(tool) for tool in request.tools]
+        if request.max_output_tokens:
+            kwargs["max_tokens"] = request.max_output_tokens
+        return kwargs, secrets
+
+    def stream(self, request: ProviderRequest, cancel: CancelToken) -> Iterator[StreamEvent]:
+        kwargs, secrets = self._request_kwargs(request)
+        try:
+            litellm = load_litellm()
+            response = litellm.completion(**kwargs)
+            yield from self._read_stream(response, cancel)
+        except ProviderError:
+            raise
+        except Exception as exc:  # every provider failure is classified, never a traceback
+            raise ProviderError(classify_exception(exc, secrets)) from None
+
+    def _read_stream(self, response: Any, cancel: CancelToken) -> Iterator[StreamEvent]:
+        text: list[str] = []
+        reasoning: list[str] = []
+        calls: dict[int, _ToolCallParts] = {}
+        finish_reason: str | None = None
+        usage: Usage | None = None
+        for chunk in response:
+            if cancel.cancelled:
+                finish_reason = "cancelled"
+                break
+            usage = _usage_of(_attr(chunk, "usage")) or usage
+            choices = _attr(chunk, "choices")
+            if choices is None:
+                raise _bad_response("a chunk without choices")
+            for choice in choices:
+                delta = _attr(choice, "delta")
+                if delta is not None:
+                    content = _attr(delta, "content")
+                    if content:
+                        text.append(str(content))
+                        yield TextDelta(str(content))
+                    thought = _attr(delta, "reasoning_content")
+                    if thought:
+                        reasoning.append(str(thought))
+                        yield ReasoningDelta(str(thought))
+                    for raw_call in _attr(delta, "tool_calls") or ():
+                        index = _attr(raw_call, "index") or 0
+                        parts = calls.setdefault(index, _ToolCallParts())
+                        parts.id = parts.id or str(_attr(raw_call, "id") or "")
+                        function = _attr(raw_call, "function")
+                        name = _attr(function, "name") if function is not None else None
+                        if name and not parts.name:
+                            parts.name = str(name)
+                            yield ToolCallDelta(index=index, name=parts.name)
+                        arguments = _attr(function, "arguments") if function is not None else None
+                        if arguments:
+                            parts.arguments.append(str(arguments))
+                if _attr(choice, "finish_reason"):
+                    finish_reason = str(_attr(choice, "finish_reason"))
+        if finish_reason is None:
+            raise ProviderError(
+                ProviderFailure(
+                    kind=FailureKind.CONNECTION,
+                    detail="the stream ended before the provider finished its reply",
+                )
+            )
+        tool_calls = tuple(
+            ToolCall(id=parts.id or f"call_{index}", name=parts.name, arguments="".join(parts.arguments))
+            for index, parts in sorted(calls.items())
+        )
+        yield StreamFinished(
+            text="".join(text),
+            reasoning="".join(reasoning),
+            tool_calls=tool_calls,
+            finish_reason=finish_reason,
+            usage=usage,
+        )
+
+
+def retry_delay(failure: ProviderFailure, attempt: int, base: float) -> float:
+    """Seconds to wait before retry `attempt` (1-based): exponential, or the provider's Retry-After."""
+    delay = base * (2 ** (attempt - 1))
+    return max(delay, failure.retry_after or 0.0)
+
+
+def sleep_unless_cancelled(seconds: float, cancel: CancelToken) -> bool:
+    """Wait up to `seconds`; False when cancelled meanwhile."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if cancel.cancelled:
+            return False
+        time.sleep(min(0.05, max(0.0, deadline - time.monotonic())))
+    return not cancel.cancelled

@@ -1,0 +1,107 @@
+"""Provides the Runtime: wires settings, store, routes and provider client; the API of CLI and UI.
+
+Every method here may touch SQLite or a provider, so the UI calls them from worker threads only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from foya_tui.paths import FoyaPaths
+from foya_tui.runtime.context.projection import projection_messages
+from foya_tui.runtime.context.sources import system_prompt
+from foya_tui.runtime.model import SessionInfo
+from foya_tui.runtime.providers.client import ProviderClient
+from foya_tui.runtime.providers.routes import Route, make_route
+from foya_tui.runtime.session import RetryPolicy, Session
+from foya_tui.runtime.store import EventStore, open_database
+from foya_tui.runtime.store.events import utc_now
+from foya_tui.runtime.transcripts import parse_transcript
+from foya_tui.settings import Settings
+
+
+class Runtime:
+    """One open database plus the configured routes; creates and resumes sessions."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        paths: FoyaPaths,
+        *,
+        client: ProviderClient | None = None,
+        workdir: Path | None = None,
+        clock: Callable[[], datetime] = utc_now,
+    ) -> None:
+        self.settings = settings
+        self.paths = paths
+        self.workdir = (workdir or Path.cwd()).resolve()
+        self._clock = clock
+        self._database = open_database(paths.database)
+        self.store = EventStore(self._database, clock=clock)
+        if client is None:
+            from foya_tui.runtime.providers.litellm_client import LiteLLMClient
+
+            client = LiteLLMClient(settings)
+        self._client = client
+
+    def close(self) -> None:
+        self._database.close()
+
+    def __enter__(self) -> Runtime:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    # -- routes ---------------------------------------------------------------------------
+
+    def route_for(self, model: str | None = None, connection: str | None = None) -> Route:
+        conn = self.settings.connection_for(connection)
+        return make_route(model or self.settings.model, conn.name, conn.api_base)
+
+    # -- sessions -------------------------------------------------------------------------
+
+    def _session(self, info: SessionInfo, route: Route | None) -> Session:
+        return Session(
+            self.store,
+            info,
+            route or self.route_for(),
+            self._client,
+            workdir=self.workdir,
+            clock=self._clock,
+            retry=RetryPolicy(self.settings.max_retries, self.settings.retry_backoff),
+            kernel_prompt=self.settings.system_prompt,
+        )
+
+    def new_session(self, route: Route | None = None) -> Session:
+        info = self.store.create_session(workspace=str(self.workdir))
+        return self._session(info, route)
+
+    def open_session(self, id_or_prefix: str, route: Route | None = None) -> Session:
+        """Resume a session by id or unique prefix (raises UnknownSessionError)."""
+        return self._session(self.store.find_session(id_or_prefix), route)
+
+    def list_sessions(self, limit: int | None = None) -> list[SessionInfo]:
+        return self.store.list_sessions(limit)
+
+    def import_transcript(self, data: bytes, source: str) -> SessionInfo:
+        """Create a session from an OpenAI-format transcript (raises TranscriptError, writes nothing then)."""
+        transcript = parse_transcript(data, source)
+        return self.store.create_session(
+            title=transcript.title, workspace=str(self.workdir), events=transcript.events
+        )
+
+    def export(self, id_or_prefix: str, *, projection: bool = False) -> Iterator[dict[str, Any]]:
+        """Canonical history as export records, or the model projection as OpenAI messages."""
+        info = self.store.find_session(id_or_prefix)
+        events = self.store.events(info.id)
+        if projection:
+            system_text = system_prompt(self.workdir, self._clock(), self.settings.system_prompt)
+            for message in projection_messages(events, system_text):
+                yield message.to_openai()
+            return
+        for event in events:
+            yield event.to_export()

@@ -1,0 +1,6 @@
+"""Provides the SQLite event store (peewee lives only in this package)."""
+
+from foya_tui.runtime.store.db import Database, StoreError, open_database
+from foya_tui.runtime.store.events import EventStore, UnknownSessionError
+
+__all__ = ["Database", "EventStore", "StoreError", "UnknownSessionError", "open_database"]

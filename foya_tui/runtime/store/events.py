@@ -1,0 +1,207 @@
+"""Provides the append-only event store: sessions and their canonical history (SPEC H-1..H-5).
+
+Appends use raw SQL inside peewee transactions: the hot path runs once per event, and the ORM's
+query building would cost more than SQLite's own work (see `tests/bench/bench_store.py`).
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from foya_tui.runtime.model import Event, EventKind, NewEvent, SessionInfo
+from foya_tui.runtime.store.db import Database
+
+Clock = Callable[[], datetime]
+
+
+class UnknownSessionError(LookupError):
+    """No session matches the given id or id prefix."""
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+def _timestamp(clock: Clock) -> str:
+    return clock().astimezone(UTC).isoformat(timespec="microseconds")
+
+
+def _encode_payload(payload: Mapping[str, Any]) -> str:
+    text = json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        # Lone surrogates (e.g. bytes decoded with surrogateescape) cannot be stored as UTF-8;
+        # ASCII-escaped JSON keeps every code point, so nothing is lost.
+        text = json.dumps(payload, ensure_ascii=True, separators=(",", ":"))
+    return text
+
+
+def decode_event(session_id: str, seq: int, kind: str, payload: str, created_at: str) -> Event:
+    """Turn a stored row into an Event; a corrupt row becomes an Event with `problem` set.
+
+    The raw kind and payload text are kept in the payload, so exporting a corrupt row loses nothing.
+    """
+    problem = None
+    try:
+        event_kind = EventKind(kind)
+        decoded = json.loads(payload)
+        if not isinstance(decoded, dict):
+            raise ValueError("payload is not a JSON object")
+    except ValueError as exc:
+        event_kind = EventKind(kind) if kind in EventKind._value2member_map_ else EventKind.USER_MESSAGE
+        problem = f"unreadable event row ({exc})"
+        decoded = {"raw_kind": kind, "raw_payload": payload}
+    return Event(
+        session_id=session_id,
+        seq=seq,
+        kind=event_kind,
+        payload=decoded,
+        created_at=created_at,
+        problem=problem,
+    )
+
+
+_SESSION_COLUMNS = (
+    "s.id, s.title, s.created_at, s.updated_at, s.workspace, s.metadata, "
+    "(SELECT COUNT(*) FROM event e WHERE e.session_id = s.id)"
+)
+
+
+class EventStore:
+    """Sessions and their immutable event logs in one SQLite database."""
+
+    def __init__(self, database: Database, clock: Clock = utc_now) -> None:
+        self._db = database
+        self._sql = database.connection
+        self._clock = clock
+
+    @property
+    def path(self) -> str:
+        return str(self._db.path)
+
+    # -- sessions -------------------------------------------------------------------------
+
+    def create_session(
+        self,
+        *,
+        title: str = "",
+        workspace: str = "",
+        metadata: Mapping[str, Any] | None = None,
+        events: Sequence[NewEvent] = (),
+    ) -> SessionInfo:
+        """Create a session, optionally with its first events, in one transaction."""
+        session_id = uuid.uuid4().hex
+        now = _timestamp(self._clock)
+        with self._sql.atomic():
+            self._sql.execute_sql(
+                "INSERT INTO session (id, title, workspace, metadata, created_at, updated_at, last_seq) "
+                "VALUES (?, ?, ?, ?, ?, ?, 0)",
+                (session_id, title, workspace, _encode_payload(metadata or {}), now, now),
+            )
+            if events:
+                self._append_locked(session_id, events, now)
+        return self.get_session(session_id)
+
+    def _session_from_row(self, row: Sequence[Any]) -> SessionInfo:
+        try:
+            metadata = json.loads(row[5]) if row[5] else {}
+        except ValueError:
+            metadata = {}
+        return SessionInfo(
+            id=row[0],
+            title=row[1],
+            created_at=row[2],
+            updated_at=row[3],
+            workspace=row[4],
+            metadata=metadata if isinstance(metadata, dict) else {},
+            event_count=int(row[6]),
+        )
+
+    def get_session(self, session_id: str) -> SessionInfo:
+        row = self._sql.execute_sql(
+            f"SELECT {_SESSION_COLUMNS} FROM session s WHERE s.id = ?", (session_id,)
+        ).fetchone()
+        if row is None:
+            raise UnknownSessionError(f"no session {session_id!r}")
+        return self._session_from_row(row)
+
+    def find_session(self, id_or_prefix: str) -> SessionInfo:
+        """Find a session by full id or unique prefix (what `foya` prints is 6 characters)."""
+        needle = id_or_prefix.strip().lower()
+        if not needle or any(ch not in "0123456789abcdef" for ch in needle):
+            raise UnknownSessionError(f"no session {id_or_prefix!r}")
+        rows = self._sql.execute_sql(
+            "SELECT id FROM session WHERE id >= ? AND id < ? ORDER BY id LIMIT 2", (needle, needle + "g")
+        ).fetchall()
+        if not rows:
+            raise UnknownSessionError(f"no session {id_or_prefix!r}")
+        if len(rows) > 1:
+            raise UnknownSessionError(f"session prefix {id_or_prefix!r} is ambiguous; give more characters")
+        return self.get_session(rows[0][0])
+
+    def list_sessions(self, limit: int | None = None) -> list[SessionInfo]:
+        sql = f"SELECT {_SESSION_COLUMNS} FROM session s ORDER BY s.updated_at DESC, s.id"
+        params: tuple[Any, ...] = ()
+        if limit is not None:
+            sql += " LIMIT ?"
+            params = (limit,)
+        return [self._session_from_row(row) for row in self._sql.execute_sql(sql, params).fetchall()]
+
+    def set_title(self, session_id: str, title: str) -> None:
+        with self._sql.atomic():
+            cursor = self._sql.execute_sql("UPDATE session SET title = ? WHERE id = ?", (title, session_id))
+            if cursor.rowcount == 0:
+                raise UnknownSessionError(f"no session {session_id!r}")
+
+    # -- events ---------------------------------------------------------------------------
+
+    def append(self, session_id: str, events: Iterable[NewEvent]) -> list[Event]:
+        """Append events atomically (SPEC H-5): all get consecutive seqs, or none is written."""
+        batch = list(events)
+        if not batch:
+            return []
+        now = _timestamp(self._clock)
+        with self._sql.atomic():
+            return self._append_locked(session_id, batch, now)
+
+    def _append_locked(self, session_id: str, batch: Sequence[NewEvent], now: str) -> list[Event]:
+        row = self._sql.execute_sql("SELECT last_seq FROM session WHERE id = ?", (session_id,)).fetchone()
+        if row is None:
+            raise UnknownSessionError(f"no session {session_id!r}")
+        seq = int(row[0])
+        rows = []
+        appended = []
+        for new in batch:
+            seq += 1
+            payload = _encode_payload(new.payload)
+            rows.append((session_id, seq, str(new.kind), payload, now))
+            appended.append(
+                Event(session_id=session_id, seq=seq, kind=new.kind, payload=new.payload, created_at=now)
+            )
+        cursor = self._sql.cursor()
+        cursor.executemany(
+            "INSERT INTO event (session_id, seq, kind, payload, created_at) VALUES (?, ?, ?, ?, ?)", rows
+        )
+        self._sql.execute_sql(
+            "UPDATE session SET last_seq = ?, updated_at = ? WHERE id = ?", (seq, now, session_id)
+        )
+        return appended
+
+    def events(self, session_id: str, after_seq: int = 0) -> list[Event]:
+        """The session's canonical history in seq order (from `after_seq`, exclusive)."""
+        cursor = self._sql.execute_sql(
+            "SELECT seq, kind, payload, created_at FROM event WHERE session_id = ? AND seq > ? ORDER BY seq",
+            (session_id, after_seq),
+        )
+        return [decode_event(session_id, seq, kind, payload, at) for seq, kind, payload, at in cursor]
+
+    def last_seq(self, session_id: str) -> int:
+        row = self._sql.execute_sql("SELECT last_seq FROM session WHERE id = ?", (session_id,)).fetchone()
+        if row is None:
+            raise UnknownSessionError(f"no session {session_id!r}")
+        return int(row[0])

@@ -1,0 +1,83 @@
+"""Provides the peewee table definitions and the schema migrations that create them.
+
+Models are defined per database by `define_tables`, so several databases can be open in one
+process (tests, imports) without a global binding that worker threads would race on.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import peewee
+
+
+@dataclass(frozen=True)
+class Tables:
+    session: type[peewee.Model]
+    event: type[peewee.Model]
+    schema_version: type[peewee.Model]
+
+    def all(self) -> list[type[peewee.Model]]:
+        return [self.schema_version, self.session, self.event]
+
+
+def define_tables(database: peewee.Database) -> Tables:
+    class BaseModel(peewee.Model):
+        class Meta:
+            pass
+
+    BaseModel._meta.set_database(database)
+
+    class SchemaVersion(BaseModel):
+        version = peewee.IntegerField()
+
+        class Meta:
+            table_name = "schema_version"
+
+    class SessionRow(BaseModel):
+        id = peewee.TextField(primary_key=True)
+        title = peewee.TextField(default="")
+        workspace = peewee.TextField(default="")
+        metadata = peewee.TextField(default="{}")
+        created_at = peewee.TextField()
+        updated_at = peewee.TextField()
+        # The last assigned seq: appends read and bump it inside one IMMEDIATE transaction, which
+        # keeps seq strictly increasing per session without scanning the event table.
+        last_seq = peewee.IntegerField(default=0)
+
+        class Meta:
+            table_name = "session"
+
+    class EventRow(BaseModel):
+        id = peewee.AutoField()
+        session = peewee.ForeignKeyField(SessionRow, column_name="session_id", on_delete="RESTRICT")
+        seq = peewee.IntegerField()
+        kind = peewee.TextField()
+        payload = peewee.TextField()
+        created_at = peewee.TextField()
+
+        class Meta:
+            table_name = "event"
+            indexes = ((("session", "seq"), True),)
+
+    return Tables(session=SessionRow, event=EventRow, schema_version=SchemaVersion)
+
+
+def migrate_to_1(database: peewee.Database, tables: Tables) -> None:
+    """Schema 1: sessions, the append-only event log, and triggers that make events immutable."""
+    database.create_tables([tables.session, tables.event], safe=True)
+    # SPEC H-2: context management never edits or deletes an event. The database enforces it,
+    # so no future code path can quietly rewrite canonical history.
+    database.execute_sql(
+        "CREATE TRIGGER IF NOT EXISTS event_no_update BEFORE UPDATE ON event "
+        "BEGIN SELECT RAISE(ABORT, 'canonical history is immutable: events cannot be updated'); END"
+    )
+    database.execute_sql(
+        "CREATE TRIGGER IF NOT EXISTS event_no_delete BEFORE DELETE ON event "
+        "BEGIN SELECT RAISE(ABORT, 'canonical history is immutable: events cannot be deleted'); END"
+    )
+
+
+# Forward-only migrations, in order. Each runs inside the transaction that bumps the version.
+MIGRATIONS = ((1, migrate_to_1),)
+SCHEMA_VERSION = MIGRATIONS[-1][0]

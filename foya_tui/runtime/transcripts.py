@@ -1,0 +1,133 @@
+"""Provides reading OpenAI-format chat transcripts (JSON array or JSONL) into importable events.
+
+A transcript is validated completely before anything is written: a malformed file is one clear
+error naming the message at fault, and no session is created (SPEC H-5).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from foya_tui.runtime.model import EventKind, NewEvent
+
+ROLES = ("system", "user", "assistant", "tool")
+IMAGE_NOTE = (
+    "[image not imported: Foya stores images as attachments, and this transcript only referenced one]"
+)
+
+
+class TranscriptError(ValueError):
+    """The transcript cannot be imported; the message says where and why, in one line."""
+
+
+@dataclass(frozen=True)
+class Transcript:
+    events: tuple[NewEvent, ...]
+    title: str
+
+
+def _content_text(content: Any, where: str) -> str | None:
+    if content is None or isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts: list[str] = []
+        for part in content:
+            if not isinstance(part, Mapping):
+                raise TranscriptError(f"{where}: content parts must be objects")
+            if part.get("type") == "text" and isinstance(part.get("text"), str):
+                parts.append(part["text"])
+            elif part.get("type") in ("image_url", "input_image", "image"):
+                # SPEC I-1: never silently dropped, never faked.
+                parts.append(IMAGE_NOTE)
+            else:
+                raise TranscriptError(f"{where}: unsupported content part type {part.get('type')!r}")
+        return "\n".join(parts)
+    raise TranscriptError(f"{where}: content must be a string, null or a list of parts")
+
+
+def _tool_calls(raw: Any, where: str) -> list[dict[str, str]]:
+    if raw is None:
+        return []
+    if not isinstance(raw, list):
+        raise TranscriptError(f"{where}: tool_calls must be a list")
+    calls = []
+    for index, call in enumerate(raw, 1):
+        function = call.get("function") if isinstance(call, Mapping) else None
+        if not isinstance(function, Mapping) or not isinstance(call.get("id"), str) or not call["id"]:
+            raise TranscriptError(f"{where}: tool call {index} needs an id and a function")
+        name = function.get("name")
+        if not isinstance(name, str) or not name:
+            raise TranscriptError(f"{where}: tool call {index} has no function name")
+        arguments = function.get("arguments", "")
+        if not isinstance(arguments, str):
+            arguments = json.dumps(arguments, ensure_ascii=False)
+        calls.append({"id": call["id"], "name": name, "arguments": arguments})
+    return calls
+
+
+def _parse_items(text: str) -> list[tuple[str, Any]]:
+    """(where, item) pairs: a JSON array, else one JSON value per non-empty line."""
+    stripped = text.lstrip()
+    if stripped.startswith("["):
+        try:
+            items = json.loads(text)
+        except ValueError as exc:
+            raise TranscriptError(f"not valid JSON ({exc})") from None
+        return [(f"message {index}", item) for index, item in enumerate(items, 1)]
+    parsed = []
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            parsed.append((f"line {number}", json.loads(line)))
+        except ValueError as exc:
+            raise TranscriptError(f"line {number}: not valid JSON ({exc.msg})") from None
+    return parsed
+
+
+def parse_transcript(data: bytes, source: str) -> Transcript:
+    """Validate a whole transcript and turn it into imported-message events."""
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise TranscriptError(f"not valid UTF-8 (byte {exc.start})") from None
+    items = _parse_items(text)
+    if not items:
+        raise TranscriptError("the file holds no messages")
+    events: list[NewEvent] = []
+    pending: list[str] = []  # unanswered call ids of the latest assistant message
+    title = ""
+    for where, item in items:
+        if not isinstance(item, Mapping):
+            raise TranscriptError(f"{where}: a message must be a JSON object")
+        role = item.get("role")
+        if role not in ROLES:
+            raise TranscriptError(f"{where}: role must be one of {', '.join(ROLES)}, got {role!r}")
+        payload: dict[str, Any] = {"role": role, "content": _content_text(item.get("content"), where)}
+        if role == "assistant":
+            calls = _tool_calls(item.get("tool_calls"), where)
+            if calls:
+                payload["tool_calls"] = calls
+            pending = [call["id"] for call in calls]
+        elif role == "tool":
+            call_id = item.get("tool_call_id")
+            if not isinstance(call_id, str) or not call_id:
+                raise TranscriptError(f"{where}: a tool message needs a tool_call_id")
+            if call_id not in pending:
+                raise TranscriptError(
+                    f"{where}: tool_call_id {call_id!r} answers no open call of the last assistant message"
+                )
+            pending.remove(call_id)  # ids may repeat in later turns: each group is matched on its own
+            payload["tool_call_id"] = call_id
+        else:
+            pending = []
+            if role == "user" and not title and payload["content"]:
+                title = " ".join(payload["content"].split())[:60]
+        if isinstance(item.get("name"), str):
+            payload["name"] = item["name"]
+        payload["source"] = source
+        events.append(NewEvent(EventKind.IMPORTED_MESSAGE, payload))
+    return Transcript(events=tuple(events), title=title or f"imported from {source}")

@@ -1,0 +1,92 @@
+"""Provides the typed updates a running turn emits; the CLI prints them, the UI renders them.
+
+Names are past tense where something happened. `to_json` gives the `foya run --json` line.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from foya_tui.runtime.model import Usage
+
+
+@dataclass(frozen=True)
+class TurnStarted:
+    session_id: str
+    user_seq: int
+    route_id: str
+    model: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "type": "turn_started",
+            "session": self.session_id,
+            "user_seq": self.user_seq,
+            "route": self.route_id,
+            "model": self.model,
+        }
+
+
+@dataclass(frozen=True)
+class ReplyDelta:
+    session_id: str
+    text: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"type": "delta", "session": self.session_id, "text": self.text}
+
+
+@dataclass(frozen=True)
+class RetryScheduled:
+    """A retryable failure (rate limit, connection) before any output; Foya waits and tries again."""
+
+    session_id: str
+    reason: str
+    attempt: int
+    delay_seconds: float
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "type": "retry",
+            "session": self.session_id,
+            "reason": self.reason,
+            "attempt": self.attempt,
+            "delay": round(self.delay_seconds, 3),
+        }
+
+
+@dataclass(frozen=True)
+class TurnFinished:
+    session_id: str
+    assistant_seq: int
+    text: str
+    finish_reason: str
+    usage: Usage | None
+    notice: str | None = None
+    """Something the user must know although the turn succeeded (e.g. cut at the output limit)."""
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "type": "turn_finished",
+            "session": self.session_id,
+            "seq": self.assistant_seq,
+            "finish_reason": self.finish_reason,
+            "usage": self.usage.to_payload() if self.usage else None,
+            "notice": self.notice,
+        }
+
+
+@dataclass(frozen=True)
+class TurnFailed:
+    session_id: str
+    reason: str
+    """One line, secrets redacted."""
+    kind: str
+    """A FailureKind value, or `cancelled`."""
+
+    def to_json(self) -> dict[str, Any]:
+        return {"type": "turn_failed", "session": self.session_id, "kind": self.kind, "reason": self.reason}
+
+
+RuntimeUpdate = TurnStarted | ReplyDelta | RetryScheduled | TurnFinished | TurnFailed

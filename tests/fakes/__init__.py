@@ -1,0 +1,1 @@
+"""Provides fakes for tests: a loopback OpenAI-compatible server."""

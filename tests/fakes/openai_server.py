@@ -1,0 +1,622 @@
+"""Provides a loopback OpenAI-compatible HTTP server that lets tests drive LiteLLM's real HTTP path.
+
+Tests point LiteLLM at it with `model="openai/<scenario>"`, `api_base=server.base_url` and any
+`sk-test-...` key. LiteLLM strips the `openai/` prefix, so the server sees the bare scenario name in
+the request's `model` field and answers accordingly:
+
+- `ok`: replies "echo: <text of the last user message>", with usage.
+- `nousage`: like `ok`, but never sends usage. (LiteLLM 1.110 hides this: it reports all-zero usage
+  for a non-streamed reply and its own token estimate on a stream that asked for include_usage.)
+- `zerousage`: like `ok`, but usage is all zeros.
+- `tools`: one `read_file` tool call (finish_reason "tool_calls"), with usage.
+- `length`: replies "truncated repl" with finish_reason "length", with usage.
+- `slow`: like `ok`, but sleeps between streamed chunks (and once before a non-streamed reply).
+- `garbage`: HTTP 200 whose body (or every SSE data line) is not JSON.
+- `midstream-error`: a stream that dies after three chunks, without the final chunk or [DONE];
+  without streaming, a body cut off half-way.
+- the names in `ERROR_RESPONSES` (`overflow-*`, `ratelimit`, `quota`, `auth`, `servererror`): the
+  documented HTTP error status and JSON body, whether or not streaming was requested.
+- anything else: HTTP 404 `model_not_found`.
+
+Usage is only streamed when the request asks for it with `stream_options: {"include_usage": true}`,
+as the real API does. Every request is recorded (path, lower-cased headers, parsed JSON body) before
+it is answered, so tests can check what LiteLLM actually sent.
+
+Only the standard library is used so the fake has no dependencies beyond Python itself.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from types import TracebackType
+from typing import Any
+from urllib.parse import urlsplit
+
+CHAT_COMPLETIONS_PATH = "/v1/chat/completions"
+MODELS_PATH = "/v1/models"
+
+# Fixed so that responses are byte-for-byte reproducible between runs.
+CREATED_TIMESTAMP = 1_700_000_000
+
+SLOW_CHUNK_DELAY_SECONDS = 0.05
+
+TOOL_CALL_ID = "call_1"
+TOOL_CALL_NAME = "read_file"
+TOOL_CALL_ARGUMENTS = '{"path": "README.md"}'
+# How the arguments are split across streamed deltas; cut mid-token on purpose, as real models do.
+TOOL_CALL_ARGUMENT_PIECES = ('{"pa', 'th": "READ', 'ME.md"}')
+# A tool call has no reply text to count words in, so its completion token count is a constant.
+TOOL_CALL_COMPLETION_TOKENS = 10
+
+LENGTH_REPLY = "truncated repl"
+GARBAGE_BODY = "this is not json <html>"
+
+
+@dataclass(frozen=True)
+class ErrorResponse:
+    """An HTTP error the server sends verbatim for one scenario."""
+
+    status: int
+    body: Mapping[str, Any]
+    headers: tuple[tuple[str, str], ...] = ()
+
+
+ERROR_RESPONSES: Mapping[str, ErrorResponse] = {
+    "overflow-openai": ErrorResponse(
+        status=400,
+        body={
+            "error": {
+                "message": (
+                    "This model's maximum context length is 8192 tokens. However, your messages "
+                    "resulted in 9000 tokens. Please reduce the length of the messages."
+                ),
+                "type": "invalid_request_error",
+                "param": "messages",
+                "code": "context_length_exceeded",
+            }
+        },
+    ),
+    "overflow-vllm": ErrorResponse(
+        status=400,
+        body={
+            "object": "error",
+            "message": (
+                "This model's maximum context length is 4096 tokens. However, you requested 5000 "
+                "tokens (4000 in the messages, 1000 in the completion). Please reduce the length of "
+                "the messages or completion."
+            ),
+            "type": "BadRequestError",
+            "param": None,
+            "code": 400,
+        },
+    ),
+    "overflow-llamacpp": ErrorResponse(
+        status=400,
+        body={
+            "error": {
+                "code": 400,
+                "message": "the request exceeds the available context size, try increasing it",
+                "type": "exceed_context_size_error",
+                "n_prompt_tokens": 9000,
+                "n_ctx": 8192,
+            }
+        },
+    ),
+    "overflow-code-only": ErrorResponse(
+        status=400,
+        body={
+            "error": {
+                "message": "Input is too big for this deployment (ref 7781).",
+                "type": "invalid_request_error",
+                "param": None,
+                "code": "context_length_exceeded",
+            }
+        },
+    ),
+    "ratelimit": ErrorResponse(
+        status=429,
+        body={
+            "error": {
+                "message": "Rate limit reached for requests",
+                "type": "requests",
+                "param": None,
+                "code": "rate_limit_exceeded",
+            }
+        },
+        headers=(("Retry-After", "1"),),
+    ),
+    "quota": ErrorResponse(
+        status=429,
+        body={
+            "error": {
+                "message": "You exceeded your current quota, please check your plan and billing details.",
+                "type": "insufficient_quota",
+                "param": None,
+                "code": "insufficient_quota",
+            }
+        },
+    ),
+    "auth": ErrorResponse(
+        status=401,
+        body={
+            "error": {
+                "message": "Incorrect API key provided.",
+                "type": "invalid_request_error",
+                "param": None,
+                "code": "invalid_api_key",
+            }
+        },
+    ),
+    "servererror": ErrorResponse(
+        status=500,
+        body={
+            "error": {
+                "message": "The server had an error while processing your request.",
+                "type": "server_error",
+                "param": None,
+                "code": None,
+            }
+        },
+    ),
+}
+
+# Scenarios that produce a normal (non-error) assistant turn.
+REPLY_SCENARIOS = ("ok", "nousage", "zerousage", "tools", "length", "slow")
+SCENARIOS: tuple[str, ...] = (*REPLY_SCENARIOS, "garbage", "midstream-error", *ERROR_RESPONSES)
+
+
+@dataclass(frozen=True)
+class RecordedRequest:
+    """One request as the server received it."""
+
+    path: str
+    headers: dict[str, str]
+    # The parsed JSON body; {} for requests without a body or whose body is not a JSON object.
+    body: dict
+
+
+@dataclass(frozen=True)
+class Usage:
+    prompt_tokens: int
+    completion_tokens: int
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+    def to_json(self) -> dict[str, int]:
+        return {
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+            "total_tokens": self.total_tokens,
+        }
+
+
+@dataclass(frozen=True)
+class Reply:
+    """The assistant turn a reply scenario produces, before it is rendered as JSON or SSE."""
+
+    content: str | None
+    finish_reason: str
+    # None means the scenario never reports usage.
+    usage: Usage | None
+    has_tool_call: bool = False
+
+
+@dataclass(frozen=True)
+class ChatRequest:
+    """The parts of a chat completion request that choose and shape the answer."""
+
+    model: str
+    stream: bool
+    include_usage: bool
+    messages: tuple[Mapping[str, Any], ...]
+
+
+def text_of(content: Any) -> str:
+    """The text of a message's `content`, which may be a string, None or a list of content parts."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(
+            part.get("text", "") for part in content if isinstance(part, dict) and part.get("type") == "text"
+        )
+    return ""
+
+
+def count_prompt_tokens(messages: tuple[Mapping[str, Any], ...]) -> int:
+    """A deterministic stand-in for a tokenizer: len(text) // 4 + 4 per message, at least 1."""
+    total = sum(len(text_of(message.get("content"))) // 4 + 4 for message in messages)
+    return max(total, 1)
+
+
+def echo_reply_text(messages: tuple[Mapping[str, Any], ...]) -> str:
+    last_user_text = ""
+    for message in messages:
+        if message.get("role") == "user":
+            last_user_text = text_of(message.get("content"))
+    return "echo: " + last_user_text
+
+
+def split_for_streaming(text: str) -> list[str]:
+    """Split reply text into word chunks whose concatenation is exactly `text`.
+
+    Tests rely on seeing several content deltas, so a reply of fewer than three words is sent one
+    character per chunk instead.
+    """
+    pieces = re.findall(r"\S+\s*|\s+", text)
+    if len(pieces) >= 3:
+        return pieces
+    return list(text)
+
+
+def build_reply(request: ChatRequest) -> Reply:
+    prompt_tokens = count_prompt_tokens(request.messages)
+    if request.model == "tools":
+        return Reply(
+            content=None,
+            finish_reason="tool_calls",
+            usage=Usage(prompt_tokens, TOOL_CALL_COMPLETION_TOKENS),
+            has_tool_call=True,
+        )
+    if request.model == "length":
+        return Reply(
+            content=LENGTH_REPLY,
+            finish_reason="length",
+            usage=Usage(prompt_tokens, len(LENGTH_REPLY.split())),
+        )
+    text = echo_reply_text(request.messages)
+    if request.model == "nousage":
+        usage = None
+    elif request.model == "zerousage":
+        usage = Usage(0, 0)
+    else:
+        usage = Usage(prompt_tokens, len(text.split()))
+    return Reply(content=text, finish_reason="stop", usage=usage)
+
+
+def tool_call_json(arguments: str) -> dict[str, Any]:
+    return {
+        "id": TOOL_CALL_ID,
+        "type": "function",
+        "function": {"name": TOOL_CALL_NAME, "arguments": arguments},
+    }
+
+
+def completion_json(completion_id: str, model: str, reply: Reply) -> dict[str, Any]:
+    message: dict[str, Any] = {"role": "assistant", "content": reply.content, "refusal": None}
+    if reply.has_tool_call:
+        message["tool_calls"] = [tool_call_json(TOOL_CALL_ARGUMENTS)]
+    body: dict[str, Any] = {
+        "id": completion_id,
+        "object": "chat.completion",
+        "created": CREATED_TIMESTAMP,
+        "model": model,
+        "choices": [{"index": 0, "message": message, "logprobs": None, "finish_reason": reply.finish_reason}],
+    }
+    if reply.usage is not None:
+        body["usage"] = reply.usage.to_json()
+    return body
+
+
+def chunk_json(
+    completion_id: str,
+    model: str,
+    delta: Mapping[str, Any] | None,
+    finish_reason: str | None = None,
+    usage: Usage | None = None,
+) -> dict[str, Any]:
+    """One `chat.completion.chunk`; `delta=None` makes the usage-only chunk with empty choices."""
+    chunk: dict[str, Any] = {
+        "id": completion_id,
+        "object": "chat.completion.chunk",
+        "created": CREATED_TIMESTAMP,
+        "model": model,
+        "choices": [],
+    }
+    if delta is not None:
+        chunk["choices"] = [
+            {"index": 0, "delta": dict(delta), "logprobs": None, "finish_reason": finish_reason}
+        ]
+    if usage is not None:
+        chunk["usage"] = usage.to_json()
+    return chunk
+
+
+def stream_chunks(completion_id: str, request: ChatRequest, reply: Reply) -> list[dict[str, Any]]:
+    """The chunks of a streamed reply, in the order the real API sends them (without [DONE])."""
+    chunks: list[dict[str, Any]] = []
+
+    def add(
+        delta: Mapping[str, Any] | None, finish_reason: str | None = None, usage: Usage | None = None
+    ) -> None:
+        chunks.append(chunk_json(completion_id, request.model, delta, finish_reason, usage))
+
+    if reply.has_tool_call:
+        # As OpenAI does: the first delta carries the role, id, type and name with empty arguments,
+        # then the arguments arrive in pieces that only carry the index.
+        first_call = {"index": 0, **tool_call_json("")}
+        add({"role": "assistant", "content": None, "tool_calls": [first_call]})
+        for piece in TOOL_CALL_ARGUMENT_PIECES:
+            add({"tool_calls": [{"index": 0, "function": {"arguments": piece}}]})
+    else:
+        add({"role": "assistant", "content": ""})
+        for piece in split_for_streaming(reply.content or ""):
+            add({"content": piece})
+    add({}, finish_reason=reply.finish_reason)
+    if request.include_usage and reply.usage is not None:
+        add(None, usage=reply.usage)
+    return chunks
+
+
+def sse_event(data: str) -> bytes:
+    return f"data: {data}\n\n".encode()
+
+
+class _FakeOpenAIHTTPServer(ThreadingHTTPServer):
+    """The socket server; it hands each request to its owner's recorder."""
+
+    # Handler threads must not keep the test process alive, and stop() must not wait for them.
+    daemon_threads = True
+
+    def __init__(self, record: Callable[[RecordedRequest], None], next_id: Callable[[], str]) -> None:
+        self.record = record
+        self.next_completion_id = next_id
+        super().__init__(("127.0.0.1", 0), _Handler)
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # A client that hangs up mid-response (a cancelled stream) is normal in tests; only report
+        # real bugs in the fake itself.
+        if isinstance(sys.exc_info()[1], ConnectionError):
+            return
+        super().handle_error(request, client_address)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    # HTTP/1.1 so streams can use chunked encoding: then an abrupt close (midstream-error) is visibly
+    # an incomplete body to the client, rather than an ordinary end of a close-delimited body.
+    protocol_version = "HTTP/1.1"
+    # Never let a stuck client hang a handler thread forever.
+    timeout = 10
+    server: _FakeOpenAIHTTPServer
+
+    def log_message(self, format: str, *args: Any) -> None:
+        # The default writes every request to stderr, which only clutters test output.
+        pass
+
+    # --- routing ---------------------------------------------------------------------------
+
+    def do_GET(self) -> None:
+        self._record({})
+        if urlsplit(self.path).path == MODELS_PATH:
+            models = [
+                {"id": name, "object": "model", "created": CREATED_TIMESTAMP, "owned_by": "foya-tests"}
+                for name in SCENARIOS
+            ]
+            self._send_json(200, {"object": "list", "data": models})
+        else:
+            self._send_not_found()
+
+    def do_POST(self) -> None:
+        raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        try:
+            body = json.loads(raw)
+        except ValueError:
+            body = None
+        if not isinstance(body, dict):
+            self._record({})
+            self._send_error_json(400, "We could not parse the JSON body of your request.", "invalid_json")
+            return
+        self._record(body)
+        if urlsplit(self.path).path != CHAT_COMPLETIONS_PATH:
+            self._send_not_found()
+            return
+        self._answer_chat(body)
+
+    def _answer_chat(self, body: dict[str, Any]) -> None:
+        stream_options = body.get("stream_options")
+        messages = body.get("messages")
+        request = ChatRequest(
+            model=str(body.get("model", "")),
+            stream=body.get("stream") is True,
+            include_usage=isinstance(stream_options, dict) and stream_options.get("include_usage") is True,
+            messages=tuple(m for m in messages if isinstance(m, dict)) if isinstance(messages, list) else (),
+        )
+        error = ERROR_RESPONSES.get(request.model)
+        if error is not None:
+            self._send_json(error.status, error.body, error.headers)
+        elif request.model == "garbage":
+            self._send_garbage(request)
+        elif request.model == "midstream-error":
+            self._send_broken(request)
+        elif request.model in REPLY_SCENARIOS:
+            self._send_reply(request)
+        else:
+            self._send_json(
+                404,
+                {
+                    "error": {
+                        "message": f"The model `{request.model}` does not exist",
+                        "type": "invalid_request_error",
+                        "code": "model_not_found",
+                    }
+                },
+            )
+
+    # --- scenario answers ------------------------------------------------------------------
+
+    def _send_reply(self, request: ChatRequest) -> None:
+        completion_id = self.server.next_completion_id()
+        reply = build_reply(request)
+        delay = SLOW_CHUNK_DELAY_SECONDS if request.model == "slow" else 0.0
+        if not request.stream:
+            time.sleep(delay)
+            self._send_json(200, completion_json(completion_id, request.model, reply))
+            return
+        self._start_stream()
+        for chunk in stream_chunks(completion_id, request, reply):
+            self._write_chunk(sse_event(json.dumps(chunk)))
+            time.sleep(delay)
+        self._write_chunk(sse_event("[DONE]"))
+        self._end_stream()
+
+    def _send_garbage(self, request: ChatRequest) -> None:
+        if not request.stream:
+            self._send_bytes(200, "application/json", GARBAGE_BODY.encode())
+            return
+        self._start_stream()
+        self._write_chunk(sse_event(GARBAGE_BODY))
+        self._write_chunk(sse_event("{not json either"))
+        self._write_chunk(sse_event("[DONE]"))
+        self._end_stream()
+
+    def _send_broken(self, request: ChatRequest) -> None:
+        """Die part-way through the response, as a dropped connection would."""
+        completion_id = self.server.next_completion_id()
+        if not request.stream:
+            # The non-streaming equivalent: promise a body, send half of it, hang up.
+            data = json.dumps(completion_json(completion_id, request.model, build_reply(request))).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.send_header("Connection", "close")
+            self.end_headers()
+            self.wfile.write(data[: len(data) // 2])
+            return
+        self._start_stream()
+        for delta in ({"role": "assistant", "content": ""}, {"content": "partial "}, {"content": "answer"}):
+            self._write_chunk(sse_event(json.dumps(chunk_json(completion_id, request.model, delta))))
+        # Returning without the terminating zero-length chunk: the server then closes the socket
+        # (Connection: close), which the client sees as an incomplete chunked body.
+
+    # --- HTTP plumbing ---------------------------------------------------------------------
+
+    def _record(self, body: dict[str, Any]) -> None:
+        headers = {name.lower(): value for name, value in self.headers.items()}
+        self.server.record(RecordedRequest(path=self.path, headers=headers, body=body))
+
+    def _send_not_found(self) -> None:
+        self._send_error_json(404, f"Unknown path {urlsplit(self.path).path}", "not_found")
+
+    def _send_error_json(self, status: int, message: str, code: str) -> None:
+        self._send_json(
+            status,
+            {"error": {"message": message, "type": "invalid_request_error", "param": None, "code": code}},
+        )
+
+    def _send_json(
+        self, status: int, body: Mapping[str, Any], headers: tuple[tuple[str, str], ...] = ()
+    ) -> None:
+        self._send_bytes(status, "application/json", json.dumps(body).encode(), headers)
+
+    def _send_bytes(
+        self, status: int, content_type: str, data: bytes, headers: tuple[tuple[str, str], ...] = ()
+    ) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(data)))
+        for name, value in headers:
+            self.send_header(name, value)
+        # One request per connection keeps shutdown simple: no idle keep-alive handler threads.
+        self.send_header("Connection", "close")
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _start_stream(self) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Cache-Control", "no-cache")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.send_header("Connection", "close")
+        self.end_headers()
+
+    def _write_chunk(self, data: bytes) -> None:
+        # Flushed per event so clients (and the `slow` scenario) see chunks as they are produced.
+        self.wfile.write(f"{len(data):X}\r\n".encode() + data + b"\r\n")
+        self.wfile.flush()
+
+    def _end_stream(self) -> None:
+        self.wfile.write(b"0\r\n\r\n")
+        self.wfile.flush()
+
+
+class FakeOpenAIServer:
+    """A loopback OpenAI-compatible server on an ephemeral port, served from a daemon thread.
+
+    Use it as a context manager, or call start() and stop(). See the module docstring for the
+    scenarios chosen by the request's `model` field.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._requests: list[RecordedRequest] = []
+        self._completion_count = 0
+        self._server: _FakeOpenAIHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> FakeOpenAIServer:
+        if self._server is not None:
+            raise RuntimeError("FakeOpenAIServer is already started")
+        self._server = _FakeOpenAIHTTPServer(self._record, self._next_completion_id)
+        # A short poll interval makes stop() quick: shutdown() waits for serve_forever to notice it.
+        self._thread = threading.Thread(
+            target=self._server.serve_forever,
+            kwargs={"poll_interval": 0.01},
+            name="fake-openai-server",
+            daemon=True,
+        )
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        if self._server is None:
+            return
+        self._server.shutdown()
+        self._server.server_close()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        self._server = None
+        self._thread = None
+
+    def __enter__(self) -> FakeOpenAIServer:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    @property
+    def base_url(self) -> str:
+        if self._server is None:
+            raise RuntimeError("FakeOpenAIServer is not started")
+        port = self._server.server_address[1]
+        return f"http://127.0.0.1:{port}/v1"
+
+    @property
+    def requests(self) -> list[RecordedRequest]:
+        with self._lock:
+            return list(self._requests)
+
+    def reset(self) -> None:
+        with self._lock:
+            self._requests.clear()
+
+    def _record(self, request: RecordedRequest) -> None:
+        with self._lock:
+            self._requests.append(request)
+
+    def _next_completion_id(self) -> str:
+        with self._lock:
+            self._completion_count += 1
+            return f"chatcmpl-fake-{self._completion_count}"
