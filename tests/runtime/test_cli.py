@@ -23,16 +23,17 @@ def json_lines(text: str) -> list[dict]:
     return [json.loads(line) for line in text.splitlines() if line.strip()]
 
 
+def tool_call(call_id: str, arguments: object) -> dict:
+    return {"id": call_id, "type": "function", "function": {"name": "read_file", "arguments": arguments}}
+
+
 TRANSCRIPT = [
     {"role": "system", "content": "You are terse."},
     {"role": "user", "content": "read two files"},
     {
         "role": "assistant",
         "content": None,
-        "tool_calls": [
-            {"id": "call_0", "type": "function", "function": {"name": "read_file", "arguments": '{"path": "a"}'}},
-            {"id": "call_1", "type": "function", "function": {"name": "read_file", "arguments": {"path": "b"}}},
-        ],
+        "tool_calls": [tool_call("call_0", '{"path": "a"}'), tool_call("call_1", {"path": "b"})],
     },
     {"role": "tool", "tool_call_id": "call_1", "content": "B"},
     {"role": "tool", "tool_call_id": "call_0", "content": "A"},
@@ -42,9 +43,7 @@ TRANSCRIPT = [
     {
         "role": "assistant",
         "content": "",
-        "tool_calls": [
-            {"id": "call_0", "type": "function", "function": {"name": "read_file", "arguments": '{"path": "a"}'}}
-        ],
+        "tool_calls": [tool_call("call_0", '{"path": "a"}')],
     },
     {"role": "tool", "tool_call_id": "call_0", "content": "A2"},
     {"role": "assistant", "content": "中文也可以。"},
@@ -149,7 +148,7 @@ def test_import_jsonl_from_stdin(capsys, monkeypatch) -> None:
 @pytest.mark.parametrize(
     ("content", "fragment"),
     [
-        (b"[{\"role\": \"user\", \"content\": \"hi\"}", "not valid JSON"),
+        (b'[{"role": "user", "content": "hi"}', "not valid JSON"),
         (b"", "no messages"),
         (b"\xff\xfe\x00garbage", "not valid UTF-8"),
         (b'{"role": "user", "content": "ok"}\n{"role": "wizard", "content": "x"}\n', "line 2: role must be"),
@@ -171,7 +170,8 @@ def test_malformed_transcripts_write_nothing(capsys, tmp_path: Path, content: by
 
 def test_images_in_transcripts_become_explicit_notes(capsys, tmp_path: Path) -> None:
     path = tmp_path / "img.json"
-    message = {"role": "user", "content": [{"type": "text", "text": "see"}, {"type": "image_url", "image_url": {}}]}
+    parts = [{"type": "text", "text": "see"}, {"type": "image_url", "image_url": {}}]
+    message = {"role": "user", "content": parts}
     path.write_text(json.dumps([message]))
     _, session, _ = run_cli(capsys, "import", str(path))
     _, out, _ = run_cli(capsys, "export", session.strip())
@@ -191,7 +191,7 @@ def test_images_in_transcripts_become_explicit_notes(capsys, tmp_path: Path) -> 
     ],
 )
 def test_user_mistakes_are_one_line_exit_2(capsys, argv: list[str]) -> None:
-    code, out, err = run_cli(capsys, *argv)
+    code, _, err = run_cli(capsys, *argv)
     assert code == 2
     assert err.startswith("foya: ") and len(err.strip().splitlines()) == 1
     assert "Traceback" not in err

@@ -165,7 +165,8 @@ def test_secrets_never_reach_the_database(
     secret = "sk-test-secret-value-123"
     monkeypatch.setenv("FOYA_TEST_KEY", secret)
     for model in ("openai/ok", "openai/auth"):
-        with Runtime(fake_settings(fake_openai.base_url, model=model), make_paths(tmp_path), workdir=workdir) as rt:
+        settings = fake_settings(fake_openai.base_url, model=model)
+        with Runtime(settings, make_paths(tmp_path), workdir=workdir) as rt:
             updates = run_turn(rt.new_session(), f"my key is not {secret[:3]}")
             assert secret not in str(updates)
     assert fake_openai.requests[0].headers["authorization"] == f"Bearer {secret}"

@@ -15,6 +15,8 @@ from foya_tui.runtime.model import EventKind, NewEvent
 from foya_tui.runtime.store import EventStore, StoreError, UnknownSessionError, open_database
 from foya_tui.runtime.store.tables import SCHEMA_VERSION
 
+INSERT_EVENT = "INSERT INTO event (session_id, seq, kind, payload, created_at) VALUES (?, ?, ?, ?, 'x')"
+
 
 def user(text: str) -> NewEvent:
     return NewEvent(EventKind.USER_MESSAGE, {"text": text})
@@ -104,7 +106,7 @@ from foya_tui.runtime.store import open_database
 db = open_database({str(path)!r})
 sql = db.connection
 with sql.atomic():
-    sql.execute_sql("INSERT INTO event (session_id, seq, kind, payload, created_at) VALUES (?, 2, 'user_message', '{{}}', 'x')", ({info.id!r},))
+    sql.execute_sql({INSERT_EVENT!r}, ({info.id!r}, 2, "user_message", "{{}}"))
     os._exit(9)  # die with the transaction open
 """
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
@@ -134,14 +136,8 @@ def test_corrupt_rows_are_reported_and_skipped_never_lost(store: EventStore) -> 
     info = store.create_session()
     store.append(info.id, [user("fine")])
     with sqlite3.connect(store.path) as raw:
-        raw.execute(
-            "INSERT INTO event (session_id, seq, kind, payload, created_at) VALUES (?, 2, 'user_message', ?, 'x')",
-            (info.id, "{not json"),
-        )
-        raw.execute(
-            "INSERT INTO event (session_id, seq, kind, payload, created_at) VALUES (?, 3, 'mystery', '{}', 'x')",
-            (info.id,),
-        )
+        raw.execute(INSERT_EVENT, (info.id, 2, "user_message", "{not json"))
+        raw.execute(INSERT_EVENT, (info.id, 3, "mystery", "{}"))
     events = store.events(info.id)
     assert [e.problem is None for e in events] == [True, False, False]
     assert events[1].payload["raw_payload"] == "{not json"
