@@ -47,6 +47,11 @@ def test_zero_usage_means_unknown(fake_openai: FakeOpenAIServer, monkeypatch) ->
     assert Usage.from_counts(0, 0, 0) is None
 
 
+def test_missing_usage_is_unknown_not_litellms_guess(fake_openai: FakeOpenAIServer, monkeypatch) -> None:
+    """LiteLLM invents a usage chunk when the provider sends none; Foya must not call it measured."""
+    assert stream(fake_openai, "nousage", monkeypatch)[-1].usage is None
+
+
 def test_streamed_tool_calls_are_reassembled(fake_openai: FakeOpenAIServer, monkeypatch) -> None:
     finished = stream(fake_openai, "tools", monkeypatch)[-1]
     assert finished.finish_reason == "tool_calls"

@@ -163,6 +163,19 @@ def _usage_of(raw: Any) -> Usage | None:
     )
 
 
+def _provider_sent_usage(response: Any) -> bool:
+    """Whether the provider itself reported usage on this stream.
+
+    When a provider sends no usage but `include_usage` was asked for, LiteLLM 1.110 invents a
+    usage chunk from its own token estimate, indistinguishable from a measured one. Its raw chunk
+    list (`.chunks`) shows the truth; a measured figure must never be an estimate in disguise.
+    """
+    raw_chunks = getattr(response, "chunks", None)
+    if not isinstance(raw_chunks, list):
+        return True  # nothing to check against: trust what arrived
+    return any(_usage_of(_attr(chunk, "usage")) is not None for chunk in raw_chunks)
+
+
 def _bad_response(detail: str) -> ProviderError:
     return ProviderError(
         ProviderFailure(kind=FailureKind.OTHER, detail=f"the provider's reply was unreadable ({detail})")
@@ -255,6 +268,8 @@ class LiteLLMClient:
                             parts.arguments.append(str(arguments))
                 if _attr(choice, "finish_reason"):
                     finish_reason = str(_attr(choice, "finish_reason"))
+        if finish_reason != "cancelled" and not _provider_sent_usage(response):
+            usage = None
         if finish_reason is None:
             raise ProviderError(
                 ProviderFailure(
