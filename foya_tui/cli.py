@@ -55,7 +55,17 @@ def build_parser() -> argparse.ArgumentParser:
 
     export = commands.add_parser("export", help="print a session as JSON lines")
     export.add_argument("session", metavar="SESSION")
-    export.add_argument("--projection", action="store_true", help="the model projection instead of history")
+    export.add_argument(
+        "--projection", action="store_true", help="the compiled messages the model would see, not the history"
+    )
+    export.add_argument(
+        "--model", dest="sub_model", metavar="M", help="compile the projection for this model"
+    )
+
+    context = commands.add_parser("context", help="compile the next request without sending it")
+    context.add_argument("session", metavar="SESSION")
+    context.add_argument("--model", dest="sub_model", metavar="M", help="compile for this model's route")
+    context.add_argument("--json", action="store_true", help="print JSON")
     return parser
 
 
@@ -144,9 +154,50 @@ def _cmd_import(args: argparse.Namespace) -> int:
 
 def _cmd_export(args: argparse.Namespace) -> int:
     with _open_runtime(args) as runtime:
-        for record in runtime.export(args.session, projection=args.projection):
+        route = runtime.route_for(args.sub_model or args.model)
+        for record in runtime.export(args.session, projection=args.projection, route=route):
             _print_json(record)
     return EXIT_OK
+
+
+def _cmd_context(args: argparse.Namespace) -> int:
+    with _open_runtime(args) as runtime:
+        report = runtime.context(args.session, runtime.route_for(args.sub_model or args.model)).report()
+    if args.json:
+        _print_json(report)
+        return EXIT_OK
+    print(format_context(report))
+    return EXIT_OK
+
+
+def format_context(report: dict) -> str:
+    """The human form of `foya context`: layers, budget lines, estimate and its source."""
+    route = report["route"]
+    window = f"{report['window']:,}" if report["window"] else "unknown"
+    estimate = report["estimate"]
+    exactness = (
+        "counted with " + report["counter"] if report["counted_exactly"] else "estimated (no tokenizer)"
+    )
+    lines = [
+        f"session {report['session'][:6]} · {route['model']}{' (simulator)' if route['simulator'] else ''}"
+        f" · connection {route['connection']} · route {route['id']}",
+        f"window {window} ({report['window_source']}) · output reserve {report['output_reserve']:,}"
+        f" ({report['reserve_basis']}) · input budget {report['input_budget']:,}",
+        "",
+        f"layers ({exactness}):",
+    ]
+    for name, tokens in report["layers"].items():
+        lines.append(f"  {name.replace('_', ' '):<13}{tokens:>10,}")
+    lines += [
+        "",
+        f"next request  {estimate['total']:>10,}  {estimate['source']}: {estimate['reason']}",
+        f"handoff at    {report['handoff_at']:>10,}",
+        f"compact at    {report['high_water']:>10,}",
+        f"verdict       {report['verdict']:>10}"
+        f"   ({report['messages']} messages through seq {report['through_seq']})",
+    ]
+    lines += [f"note: {notice}" for notice in report["notices"]]
+    return "\n".join(lines)
 
 
 def _cmd_tui(args: argparse.Namespace) -> int:
@@ -167,6 +218,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "sessions": _cmd_sessions,
             "import": _cmd_import,
             "export": _cmd_export,
+            "context": _cmd_context,
         }.get(args.command, _cmd_tui)
         return handler(args)
     except (UsageError, SettingsError, UnknownSessionError, TranscriptError, StoreError, ValueError) as exc:

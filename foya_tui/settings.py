@@ -1,13 +1,16 @@
 """Provides Foya's typed settings, read from `config.toml` and the environment.
 
 Secrets never live here: a connection names the environment variable that holds its key
-(`api_key_env`), and the key is read only when a request is sent.
+(`api_key_env`), and the key is read only when a request is sent. Unknown keys are errors, so
+a typo never silently falls back to a default.
 """
 
 from __future__ import annotations
 
 import os
 import tomllib
+import types
+import typing
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -15,6 +18,7 @@ from typing import Any
 
 DEFAULT_MODEL = "foya-sim/small"
 DEFAULT_CONNECTION = "default"
+APPROVAL_MODES = ("read-only", "ask", "auto")
 
 
 class SettingsError(ValueError):
@@ -40,6 +44,52 @@ class Connection:
 
 
 @dataclass(frozen=True)
+class ModelSettings:
+    """Per-model overrides (`[models."openai/gpt-4.1"]`); each configured model is a route."""
+
+    connection: str | None = None
+    """Connection this model uses; None = the default connection."""
+    window: int | None = None
+    """Context window in tokens, overriding LiteLLM's table (required for models it lacks)."""
+    max_input: int | None = None
+    """Largest input you allow, in tokens; stricter than the window when smaller (SPEC B-2)."""
+    max_output: int | None = None
+    """The model's output limit in tokens, overriding LiteLLM's table."""
+    supports_images: bool | None = None
+    """Whether the model takes image input, overriding LiteLLM's table."""
+
+
+@dataclass(frozen=True)
+class BudgetSettings:
+    """The token budget's numbers (SPEC B-1..B-4); every default is the spec's."""
+
+    first_reserve_ratio: float = 0.25
+    """Share of a known window reserved for output before any real usage exists."""
+    first_reserve_max: int = 16_384
+    """Cap on that first reserve, in tokens."""
+    reserve_output_multiplier: float = 2.0
+    """After real usage: reserve = this × the last output tokens, clamped to [reserve_min, reserve_max]."""
+    reserve_min: int = 1_024
+    reserve_max: int = 8_192
+    unknown_high_water: int = 32_768
+    """Compaction line for a model whose window is unknown (SPEC B-3)."""
+    unknown_reserve: int = 16_384
+    """Output reserve for a model whose window is unknown."""
+    handoff_ratio: float = 0.70
+    """Handoff band starts at this share of the input budget (SPEC B-4, K-1)."""
+    compact_ratio: float = 0.80
+    """Compaction line (high-water mark) at this share of the input budget."""
+
+    def validate(self) -> None:
+        if not 0 < self.handoff_ratio <= self.compact_ratio <= 1:
+            raise SettingsError("[budget] needs 0 < handoff_ratio <= compact_ratio <= 1")
+        if not 0 < self.first_reserve_ratio < 1:
+            raise SettingsError("[budget] first_reserve_ratio must be between 0 and 1")
+        if self.reserve_min > self.reserve_max:
+            raise SettingsError("[budget] reserve_min must not exceed reserve_max")
+
+
+@dataclass(frozen=True)
 class Settings:
     """Every setting Foya reads. Each field is documented; all have working defaults."""
 
@@ -49,8 +99,14 @@ class Settings:
     """Name of the connection the default route uses."""
     connections: Mapping[str, Connection] = field(default_factory=lambda: {DEFAULT_CONNECTION: Connection()})
     """Named connections (`[connections.NAME]` tables)."""
+    models: Mapping[str, ModelSettings] = field(default_factory=dict)
+    """Per-model overrides and the routes offered by the route switcher (`[models."NAME"]`)."""
+    budget: BudgetSettings = field(default_factory=BudgetSettings)
+    """Token budget numbers (`[budget]`)."""
     theme: str = "foya-dark"
     """Theme name: one of the files in `themes/` (`foya-dark`, `foya-light`) or a Textual theme."""
+    approval_mode: str = "ask"
+    """What tools may do without asking: `read-only`, `ask` (writes and shell need a yes) or `auto`."""
     request_timeout: float = 120.0
     """Seconds before a provider request is abandoned as a timeout."""
     max_retries: int = 2
@@ -59,6 +115,8 @@ class Settings:
     """Seconds before the first retry; doubles per attempt; a provider's Retry-After wins if longer."""
     system_prompt: str | None = None
     """Replaces the built-in system prompt kernel when set."""
+    max_image_bytes: int = 20 * 1024 * 1024
+    """Total image bytes one request may carry; images beyond it become text notes (SPEC I-1)."""
 
     def connection_for(self, name: str | None = None) -> Connection:
         name = name or self.connection
@@ -69,62 +127,72 @@ class Settings:
                 f"unknown connection {name!r}; configured: {', '.join(self.connections)}"
             ) from None
 
-
-_SCALARS: dict[str, type] = {
-    "model": str,
-    "connection": str,
-    "theme": str,
-    "request_timeout": float,
-    "max_retries": int,
-    "retry_backoff": float,
-    "system_prompt": str,
-}
+    def model_settings(self, model: str) -> ModelSettings:
+        return self.models.get(model, ModelSettings())
 
 
-def _coerce(key: str, value: Any, kind: type) -> Any:
-    if kind is float and isinstance(value, int) and not isinstance(value, bool):
-        return float(value)
-    if not isinstance(value, kind) or isinstance(value, bool):
-        raise SettingsError(f"setting {key!r} must be {kind.__name__}, got {type(value).__name__}")
-    if kind in (int, float) and value < 0:
-        raise SettingsError(f"setting {key!r} must not be negative")
-    return value
+def _coerce(where: str, value: Any, annotation: Any) -> Any:
+    """Check one TOML value against a dataclass field's type (int, float, str, bool, optional)."""
+    options = typing.get_args(annotation) if isinstance(annotation, types.UnionType) else (annotation,)
+    for kind in options:
+        if kind is type(None):
+            continue
+        if kind is float and isinstance(value, int) and not isinstance(value, bool):
+            value = float(value)
+        if isinstance(value, kind) and not (kind is not bool and isinstance(value, bool)):
+            if kind in (int, float) and value < 0:
+                raise SettingsError(f"setting {where!r} must not be negative")
+            return value
+    names = " or ".join(k.__name__ for k in options if k is not type(None))
+    raise SettingsError(f"setting {where!r} must be {names}, got {type(value).__name__}")
 
 
-def _parse_connections(raw: Any) -> dict[str, Connection]:
+def _parse_table(cls: type, table: Any, where: str, skip: frozenset[str] = frozenset()) -> dict[str, Any]:
+    """Validate a TOML table against a settings dataclass; returns the constructor values."""
+    if not isinstance(table, dict):
+        raise SettingsError(f"[{where}] must be a table")
+    hints = typing.get_type_hints(cls)
+    allowed = {f.name for f in fields(cls)} - skip
+    unknown = set(table) - allowed
+    if unknown:
+        section = "config.toml" if not where else f"[{where}]"
+        raise SettingsError(f"{section} has unknown keys: {', '.join(sorted(unknown))}")
+    prefix = f"{where}." if where else ""
+    return {key: _coerce(f"{prefix}{key}", value, hints[key]) for key, value in table.items()}
+
+
+def _named_tables(cls: type, raw: Any, section: str, **extra: Any) -> dict[str, Any]:
     if not isinstance(raw, dict):
-        raise SettingsError("[connections] must be a table of named connections")
-    parsed: dict[str, Connection] = {}
-    allowed = {f.name for f in fields(Connection)} - {"name"}
+        raise SettingsError(f"[{section}] must be a table of named tables")
+    parsed = {}
     for name, table in raw.items():
-        if not isinstance(table, dict):
-            raise SettingsError(f"[connections.{name}] must be a table")
-        unknown = set(table) - allowed
-        if "api_key" in unknown:
+        where = f'{section}."{name}"' if "/" in name else f"{section}.{name}"
+        if isinstance(table, dict) and "api_key" in table:
             raise SettingsError(
-                f"[connections.{name}] api_key is not accepted: put the key in an environment "
-                "variable and name it with api_key_env"
+                f"[{where}] api_key is not accepted: put the key in an environment variable "
+                "and name it with api_key_env"
             )
-        if unknown:
-            raise SettingsError(f"[connections.{name}] has unknown keys: {', '.join(sorted(unknown))}")
-        values = {key: _coerce(f"connections.{name}.{key}", value, str) for key, value in table.items()}
-        parsed[name] = Connection(name=name, **values)
+        values = _parse_table(cls, table, where, skip=frozenset(extra))
+        parsed[name] = cls(**{key: name for key in extra}, **values)
     return parsed
 
 
 def settings_from_mapping(raw: Mapping[str, Any]) -> Settings:
-    """Validate a parsed config table into Settings (unknown keys are errors, not silently ignored)."""
-    values: dict[str, Any] = {}
+    """Validate a parsed config table into Settings."""
+    raw = dict(raw)
     connections = {DEFAULT_CONNECTION: Connection()}
-    for key, value in raw.items():
-        if key == "connections":
-            connections.update(_parse_connections(value))
-        elif key in _SCALARS:
-            values[key] = _coerce(key, value, _SCALARS[key])
-        else:
-            raise SettingsError(f"unknown setting {key!r}")
-    settings = Settings(connections=connections, **values)
+    connections.update(_named_tables(Connection, raw.pop("connections", {}), "connections", name=True))
+    models = _named_tables(ModelSettings, raw.pop("models", {}), "models")
+    budget = BudgetSettings(**_parse_table(BudgetSettings, raw.pop("budget", {}), "budget"))
+    budget.validate()
+    values = _parse_table(Settings, raw, "", skip=frozenset({"connections", "models", "budget"}))
+    settings = Settings(connections=connections, models=models, budget=budget, **values)
+    if settings.approval_mode not in APPROVAL_MODES:
+        raise SettingsError(f"approval_mode must be one of {', '.join(APPROVAL_MODES)}")
     settings.connection_for()  # the default connection must exist
+    for model, overrides in models.items():
+        if overrides.connection is not None and overrides.connection not in connections:
+            raise SettingsError(f'[models."{model}"] uses unknown connection {overrides.connection!r}')
     return settings
 
 

@@ -6,9 +6,10 @@ Everything here derives a *view* from events; nothing changes them (SPEC H-2).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
-from foya_tui.runtime.model import Event, EventKind, Message, Role, ToolCall
+from foya_tui.runtime.model import AttachmentRef, Event, EventKind, Message, Role, ToolCall
 
 MESSAGE_KINDS = frozenset(
     {EventKind.USER_MESSAGE, EventKind.ASSISTANT_MESSAGE, EventKind.TOOL_RESULT, EventKind.IMPORTED_MESSAGE}
@@ -64,6 +65,12 @@ def _tool_calls(raw: Any) -> tuple[ToolCall, ...]:
     return tuple(ToolCall.from_payload(call) for call in raw if isinstance(call, Mapping) and "id" in call)
 
 
+def _attachments(raw: Any) -> tuple[AttachmentRef, ...]:
+    if not isinstance(raw, list):
+        return ()
+    return tuple(ref for item in raw if (ref := AttachmentRef.from_payload(item)) is not None)
+
+
 def event_message(event: Event) -> Message | None:
     """The model-visible message for one event (reasoning is never re-sent: SPEC X-8)."""
     role = message_role(event)
@@ -78,9 +85,14 @@ def event_message(event: Event) -> Message | None:
             tool_calls=_tool_calls(payload.get("tool_calls")),
             tool_call_id=payload.get("tool_call_id"),
             name=payload.get("name"),
+            attachments=_attachments(payload.get("attachments")),
         )
     if role is Role.USER:
-        return Message(role=role, content=str(payload.get("text", "")))
+        return Message(
+            role=role,
+            content=str(payload.get("text", "")),
+            attachments=_attachments(payload.get("attachments")),
+        )
     if role is Role.ASSISTANT:
         text = payload.get("text") or None
         return Message(role=role, content=text, tool_calls=_tool_calls(payload.get("tool_calls")))
@@ -92,40 +104,73 @@ def event_message(event: Event) -> Message | None:
     )
 
 
-def close_tool_groups(messages: Sequence[Message]) -> list[Message]:
-    """Make every atomic tool group complete for the provider (SPEC V, C-4).
+@dataclass(frozen=True)
+class LogEntry:
+    """One model-visible message, with the seq of the event it came from."""
 
-    An assistant message's calls must be answered by the tool messages right after it. Calls
-    left unanswered (an interrupted turn) get an explicit placeholder result; tool messages that
-    answer no pending call cannot be sent and are dropped from this *view* only. Call ids are
-    matched per group, so transcripts that reuse ids across turns pair correctly.
+    seq: int
+    message: Message
+    openai: Mapping[str, Any]
+    """The provider form, built once: compiles reuse it instead of rebuilding every step."""
+
+
+def _entry(seq: int, message: Message) -> LogEntry:
+    return LogEntry(seq=seq, message=message, openai=message.to_openai())
+
+
+class MessageLog:
+    """The valid messages of a history, built incrementally, with atomic tool groups closed.
+
+    An assistant message's calls must be answered by the tool messages right after it
+    (SPEC V, C-4). Calls left unanswered (an interrupted turn) get an explicit placeholder
+    result; tool messages that answer no pending call cannot be sent and are left out of this
+    *view* only. Call ids are matched per group, so transcripts that reuse ids pair correctly.
     """
-    out: list[Message] = []
-    pending: list[ToolCall] = []
 
-    def flush() -> None:
-        for call in pending:
-            out.append(
-                Message(role=Role.TOOL, content=MISSING_TOOL_RESULT, tool_call_id=call.id, name=call.name)
-            )
-        pending.clear()
+    def __init__(self) -> None:
+        self.entries: list[LogEntry] = []
+        self.anchor_index: int | None = None
+        """Index of the latest user message (the Head Anchor) in `entries`."""
+        self._pending: list[tuple[int, ToolCall]] = []
 
-    for message in messages:
+    def add(self, event: Event) -> None:
+        message = event_message(event)
+        if message is None:
+            return
         if message.role is Role.TOOL:
-            match = next((call for call in pending if call.id == message.tool_call_id), None)
+            match = next((p for p in self._pending if p[1].id == message.tool_call_id), None)
             if match is not None:
-                pending.remove(match)
-                out.append(message)
-            continue
-        flush()
-        out.append(message)
+                self._pending.remove(match)
+                self.entries.append(_entry(event.seq, message))
+            return
+        self.entries.extend(self._placeholders())
+        self._pending.clear()
+        if message.role is Role.USER:
+            self.anchor_index = len(self.entries)
+        self.entries.append(_entry(event.seq, message))
         if message.role is Role.ASSISTANT:
-            pending.extend(message.tool_calls)
-    flush()
-    return out
+            self._pending = [(event.seq, call) for call in message.tool_calls]
+
+    def _placeholders(self) -> list[LogEntry]:
+        return [
+            _entry(
+                seq,
+                Message(role=Role.TOOL, content=MISSING_TOOL_RESULT, tool_call_id=call.id, name=call.name),
+            )
+            for seq, call in self._pending
+        ]
+
+    def tail(self) -> list[LogEntry]:
+        """Placeholders the view needs now for calls still unanswered at the end of history."""
+        return self._placeholders()
+
+    def messages(self) -> list[Message]:
+        return [entry.message for entry in (*self.entries, *self.tail())]
 
 
 def history_messages(events: Iterable[Event]) -> list[Message]:
     """All valid messages of a history, as the model would see them without a checkpoint."""
-    messages = [message for event in valid_events(events) if (message := event_message(event)) is not None]
-    return close_tool_groups(messages)
+    log = MessageLog()
+    for event in valid_events(events):
+        log.add(event)
+    return log.messages()

@@ -6,6 +6,7 @@ the store ever sees a database row.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -82,6 +83,41 @@ class Usage:
 
 
 @dataclass(frozen=True)
+class AttachmentRef:
+    """A reference from an event to bytes in the session's artifact store (SPEC H-3)."""
+
+    sha256: str
+    mime: str
+    size: int
+
+    def to_payload(self) -> dict[str, Any]:
+        return {"sha256": self.sha256, "mime": self.mime, "size": self.size}
+
+    @classmethod
+    def from_payload(cls, raw: Any) -> AttachmentRef | None:
+        if not isinstance(raw, Mapping) or not isinstance(raw.get("sha256"), str):
+            return None
+        size = raw.get("size")
+        return cls(
+            sha256=raw["sha256"], mime=str(raw.get("mime", "")), size=size if isinstance(size, int) else 0
+        )
+
+
+@dataclass(frozen=True)
+class NewArtifact:
+    """Bytes to store in a session's artifact store, addressed by their SHA-256."""
+
+    data: bytes
+    mime: str
+
+    @property
+    def ref(self) -> AttachmentRef:
+        return AttachmentRef(
+            sha256=hashlib.sha256(self.data).hexdigest(), mime=self.mime, size=len(self.data)
+        )
+
+
+@dataclass(frozen=True)
 class Event:
     """One immutable row of a session's canonical history (SPEC H-2: never edited)."""
 
@@ -122,6 +158,8 @@ class Message:
     tool_calls: tuple[ToolCall, ...] = ()
     tool_call_id: str | None = None
     name: str | None = None
+    attachments: tuple[AttachmentRef, ...] = ()
+    """Images the compiler materialises (or replaces by a note) per request (SPEC I-1)."""
 
     def to_openai(self) -> dict[str, Any]:
         message: dict[str, Any] = {"role": str(self.role), "content": self.content}

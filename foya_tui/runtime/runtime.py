@@ -5,14 +5,13 @@ Every method here may touch SQLite or a provider, so the UI calls them from work
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from foya_tui.paths import FoyaPaths
-from foya_tui.runtime.context.projection import projection_messages
-from foya_tui.runtime.context.sources import system_prompt
+from foya_tui.runtime.context.compiler import ContextCompiler, RequestView
 from foya_tui.runtime.model import SessionInfo
 from foya_tui.runtime.providers.client import ProviderClient
 from foya_tui.runtime.providers.routes import Route, make_route
@@ -38,7 +37,6 @@ class Runtime:
         self.settings = settings
         self.paths = paths
         self.workdir = (workdir or Path.cwd()).resolve()
-        self._clock = clock
         self._database = open_database(paths.database)
         self.store = EventStore(self._database, clock=clock)
         if client is None:
@@ -46,6 +44,9 @@ class Runtime:
 
             client = LiteLLMClient(settings)
         self._client = client
+        self.compiler = ContextCompiler(
+            self.store, settings, workdir=self.workdir, clock=clock, config_dir=paths.config_dir
+        )
 
     def close(self) -> None:
         self._database.close()
@@ -59,8 +60,11 @@ class Runtime:
     # -- routes ---------------------------------------------------------------------------
 
     def route_for(self, model: str | None = None, connection: str | None = None) -> Route:
-        conn = self.settings.connection_for(connection)
-        return make_route(model or self.settings.model, conn.name, conn.api_base)
+        """The route of a model: on the given connection, else the model's configured one, else
+        the default connection."""
+        model = model or self.settings.model
+        conn = self.settings.connection_for(connection or self.settings.model_settings(model).connection)
+        return make_route(model, conn.name, conn.api_base)
 
     # -- sessions -------------------------------------------------------------------------
 
@@ -70,10 +74,8 @@ class Runtime:
             info,
             route or self.route_for(),
             self._client,
-            workdir=self.workdir,
-            clock=self._clock,
+            self.compiler,
             retry=RetryPolicy(self.settings.max_retries, self.settings.retry_backoff),
-            kernel_prompt=self.settings.system_prompt,
         )
 
     def new_session(self, route: Route | None = None) -> Session:
@@ -91,17 +93,23 @@ class Runtime:
         """Create a session from an OpenAI-format transcript (raises TranscriptError, writes nothing then)."""
         transcript = parse_transcript(data, source)
         return self.store.create_session(
-            title=transcript.title, workspace=str(self.workdir), events=transcript.events
+            title=transcript.title,
+            workspace=str(self.workdir),
+            events=transcript.events,
+            artifacts=transcript.artifacts,
         )
 
-    def export(self, id_or_prefix: str, *, projection: bool = False) -> Iterator[dict[str, Any]]:
-        """Canonical history as export records, or the model projection as OpenAI messages."""
-        info = self.store.find_session(id_or_prefix)
-        events = self.store.events(info.id)
+    def context(self, id_or_prefix: str, route: Route | None = None) -> RequestView:
+        """Compile a session's next request without sending it."""
+        return self.open_session(id_or_prefix, route).context()
+
+    def export(
+        self, id_or_prefix: str, *, projection: bool = False, route: Route | None = None
+    ) -> Iterator[Mapping[str, Any]]:
+        """Canonical history as export records, or the compiled projection as provider messages."""
         if projection:
-            system_text = system_prompt(self.workdir, self._clock(), self.settings.system_prompt)
-            for message in projection_messages(events, system_text):
-                yield message.to_openai()
+            yield from self.context(id_or_prefix, route).messages
             return
-        for event in events:
+        info = self.store.find_session(id_or_prefix)
+        for event in self.store.events(info.id):
             yield event.to_export()

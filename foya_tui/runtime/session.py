@@ -8,17 +8,15 @@ connection errors that happen before any output are retried, with Foya's own bac
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import datetime
-from pathlib import Path
 
-from foya_tui.runtime.context.projection import build_request
-from foya_tui.runtime.context.sources import system_prompt
+from foya_tui.runtime.context.compiler import ContextCompiler, RequestView
 from foya_tui.runtime.model import EventKind, NewEvent, SessionInfo, ToolCall, Usage
 from foya_tui.runtime.providers.client import (
     CancelToken,
     ProviderClient,
+    ProviderRequest,
     ReasoningDelta,
     StreamFinished,
     TextDelta,
@@ -29,6 +27,7 @@ from foya_tui.runtime.providers.litellm_client import retry_delay, sleep_unless_
 from foya_tui.runtime.providers.routes import Route
 from foya_tui.runtime.store import EventStore
 from foya_tui.runtime.updates import (
+    ContextUpdated,
     ReplyDelta,
     RetryScheduled,
     RuntimeUpdate,
@@ -72,27 +71,29 @@ class Session:
         info: SessionInfo,
         route: Route,
         client: ProviderClient,
+        compiler: ContextCompiler,
         *,
-        workdir: Path,
-        clock: Callable[[], datetime],
         retry: RetryPolicy = RetryPolicy(),
-        kernel_prompt: str | None = None,
     ) -> None:
         self.store = store
         self.info = info
         self.route = route
         self._client = client
-        self._workdir = workdir
-        self._clock = clock
+        self._compiler = compiler
         self._retry = retry
-        self._kernel = kernel_prompt
 
     @property
     def id(self) -> str:
         return self.info.id
 
     def switch_route(self, route: Route) -> None:
+        """Use another route from the next step on. Its own baseline applies (SPEC R-2); a switch
+        alone never compacts, the next compile pre-flights the request against the new window."""
         self.route = route
+
+    def context(self) -> RequestView:
+        """Compile the next request without sending it (what `foya context` shows)."""
+        return self._compiler.compile(self.id, self.route)
 
     def send(self, text: str, cancel: CancelToken | None = None) -> Iterator[RuntimeUpdate]:
         """Run one turn. The generator always ends with TurnFinished or TurnFailed."""
@@ -109,9 +110,9 @@ class Session:
         yield from self._step(cancel)
 
     def _step(self, cancel: CancelToken) -> Iterator[RuntimeUpdate]:
-        events = self.store.events(self.id)
-        boundary = events[-1].seq if events else 0
-        request = build_request(events, self.route, system_prompt(self._workdir, self._clock(), self._kernel))
+        view = self.context()
+        yield ContextUpdated(self.id, view.report())
+        request = view.provider_request()
         attempt = 0
         while True:
             attempt += 1
@@ -128,11 +129,11 @@ class Session:
                     yield TurnFailed(self.id, "cancelled by the user", "cancelled")
                     return
                 # Whatever already streamed was seen by the user: keep it in history.
-                self._append_reply("".join(progress.text), "", (), "error", None, boundary)
+                self._append_reply("".join(progress.text), "", (), "error", None, view)
                 yield TurnFailed(self.id, failure.message, str(failure.kind))
                 return
             if finished is None:  # cancelled mid-stream
-                self._append_reply("".join(progress.text), "", (), "cancelled", None, boundary)
+                self._append_reply("".join(progress.text), "", (), "cancelled", None, view)
                 yield TurnFailed(self.id, "cancelled by the user", "cancelled")
                 return
             seq = self._append_reply(
@@ -141,15 +142,23 @@ class Session:
                 finished.tool_calls,
                 finished.finish_reason,
                 finished.usage,
-                boundary,
+                view,
             )
+            yield ContextUpdated(self.id, self.context().report())
             notice = output_limit_failure().message if finished.finish_reason == "length" else None
             yield TurnFinished(
-                self.id, seq or boundary, finished.text, finished.finish_reason, finished.usage, notice
+                self.id,
+                seq or view.through_seq,
+                finished.text,
+                finished.finish_reason,
+                finished.usage,
+                notice,
             )
             return
 
-    def _stream(self, request, cancel: CancelToken, progress: _Attempt) -> Iterator[RuntimeUpdate]:
+    def _stream(
+        self, request: ProviderRequest, cancel: CancelToken, progress: _Attempt
+    ) -> Iterator[RuntimeUpdate]:
         for event in self._client.stream(request, cancel):
             if isinstance(event, TextDelta):
                 progress.output_started = True
@@ -170,7 +179,7 @@ class Session:
         tool_calls: tuple[ToolCall, ...],
         finish_reason: str,
         usage: Usage | None,
-        boundary: int,
+        view: RequestView,
     ) -> int | None:
         """Append the assistant message and the usage record in one transaction (SPEC H-5)."""
         if finish_reason in ("error", "cancelled") and not text:
@@ -179,8 +188,8 @@ class Session:
             "text": text,
             "tool_calls": [call.to_payload() for call in tool_calls],
             "finish_reason": finish_reason,
-            "route_id": self.route.id,
-            "model": self.route.model,
+            "route_id": view.route.id,
+            "model": view.route.model,
         }
         if reasoning:
             assistant["reasoning"] = reasoning
@@ -190,9 +199,12 @@ class Session:
                 NewEvent(
                     EventKind.PROVIDER_USAGE,
                     {
-                        "route_id": self.route.id,
-                        "model": self.route.model,
-                        "through_seq": boundary,
+                        "route_id": view.route.id,
+                        "model": view.route.model,
+                        "through_seq": view.through_seq,
+                        "revision": view.revision,
+                        "fixed_tokens": view.layers.fixed,
+                        "estimate": view.estimate.total,
                         "usage": usage.to_payload() if usage else None,
                     },
                 )

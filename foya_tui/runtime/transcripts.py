@@ -6,17 +6,19 @@ error naming the message at fault, and no session is created (SPEC H-5).
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from foya_tui.runtime.model import EventKind, NewEvent
+from foya_tui.runtime.model import EventKind, NewArtifact, NewEvent
 
 ROLES = ("system", "user", "assistant", "tool")
-IMAGE_NOTE = (
-    "[image not imported: Foya stores images as attachments, and this transcript only referenced one]"
-)
+MAX_IMAGE_BYTES = 50 * 1024 * 1024
+_DATA_URL = re.compile(r"data:(image/[\w.+-]+);base64,(.*)", re.DOTALL)
 
 
 class TranscriptError(ValueError):
@@ -26,26 +28,51 @@ class TranscriptError(ValueError):
 @dataclass(frozen=True)
 class Transcript:
     events: tuple[NewEvent, ...]
+    artifacts: tuple[NewArtifact, ...]
     title: str
 
 
-def _content_text(content: Any, where: str) -> str | None:
+def _image(part: Mapping[str, Any], where: str) -> NewArtifact | str:
+    """An image part as an artifact (data URLs), or a note saying why it could not be kept."""
+    url = part.get("image_url")
+    url = url.get("url") if isinstance(url, Mapping) else url
+    if not isinstance(url, str) or not url:
+        return "[image not imported: the transcript gave no image data]"
+    match = _DATA_URL.fullmatch(url.strip())
+    if match is None:
+        # Foya never fetches remote content on import; the note keeps the reference visible.
+        return f"[image not imported: {url[:200]} is not embedded data, and Foya does not fetch URLs]"
+    try:
+        data = base64.b64decode(match.group(2), validate=True)
+    except (binascii.Error, ValueError):
+        raise TranscriptError(f"{where}: an image data URL is not valid base64") from None
+    if len(data) > MAX_IMAGE_BYTES:
+        raise TranscriptError(f"{where}: an image is larger than {MAX_IMAGE_BYTES // (1024 * 1024)} MiB")
+    return NewArtifact(data=data, mime=match.group(1))
+
+
+def _content(content: Any, where: str) -> tuple[str | None, list[NewArtifact]]:
+    """Text content and image artifacts of a message (SPEC I-1: images never silently dropped)."""
     if content is None or isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        parts: list[str] = []
-        for part in content:
-            if not isinstance(part, Mapping):
-                raise TranscriptError(f"{where}: content parts must be objects")
-            if part.get("type") == "text" and isinstance(part.get("text"), str):
-                parts.append(part["text"])
-            elif part.get("type") in ("image_url", "input_image", "image"):
-                # SPEC I-1: never silently dropped, never faked.
-                parts.append(IMAGE_NOTE)
+        return content, []
+    if not isinstance(content, list):
+        raise TranscriptError(f"{where}: content must be a string, null or a list of parts")
+    texts: list[str] = []
+    images: list[NewArtifact] = []
+    for part in content:
+        if not isinstance(part, Mapping):
+            raise TranscriptError(f"{where}: content parts must be objects")
+        if part.get("type") == "text" and isinstance(part.get("text"), str):
+            texts.append(part["text"])
+        elif part.get("type") in ("image_url", "input_image", "image"):
+            image = _image(part, where)
+            if isinstance(image, str):
+                texts.append(image)
             else:
-                raise TranscriptError(f"{where}: unsupported content part type {part.get('type')!r}")
-        return "\n".join(parts)
-    raise TranscriptError(f"{where}: content must be a string, null or a list of parts")
+                images.append(image)
+        else:
+            raise TranscriptError(f"{where}: unsupported content part type {part.get('type')!r}")
+    return "\n".join(texts), images
 
 
 def _tool_calls(raw: Any, where: str) -> list[dict[str, str]]:
@@ -98,6 +125,7 @@ def parse_transcript(data: bytes, source: str) -> Transcript:
     if not items:
         raise TranscriptError("the file holds no messages")
     events: list[NewEvent] = []
+    artifacts: list[NewArtifact] = []
     pending: list[str] = []  # unanswered call ids of the latest assistant message
     title = ""
     for where, item in items:
@@ -106,7 +134,11 @@ def parse_transcript(data: bytes, source: str) -> Transcript:
         role = item.get("role")
         if role not in ROLES:
             raise TranscriptError(f"{where}: role must be one of {', '.join(ROLES)}, got {role!r}")
-        payload: dict[str, Any] = {"role": role, "content": _content_text(item.get("content"), where)}
+        text, images = _content(item.get("content"), where)
+        payload: dict[str, Any] = {"role": role, "content": text}
+        if images:
+            payload["attachments"] = [image.ref.to_payload() for image in images]
+            artifacts.extend(images)
         if role == "assistant":
             calls = _tool_calls(item.get("tool_calls"), where)
             if calls:
@@ -130,4 +162,6 @@ def parse_transcript(data: bytes, source: str) -> Transcript:
             payload["name"] = item["name"]
         payload["source"] = source
         events.append(NewEvent(EventKind.IMPORTED_MESSAGE, payload))
-    return Transcript(events=tuple(events), title=title or f"imported from {source}")
+    return Transcript(
+        events=tuple(events), artifacts=tuple(artifacts), title=title or f"imported from {source}"
+    )

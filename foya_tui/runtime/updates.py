@@ -5,6 +5,7 @@ Names are past tense where something happened. `to_json` gives the `foya run --j
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,6 +27,21 @@ class TurnStarted:
             "route": self.route_id,
             "model": self.model,
         }
+
+
+@dataclass(frozen=True)
+class ContextUpdated:
+    """The compiled context of the next (or current) request: layers, budget, verdict.
+
+    Emitted before each model call and after each reply, so the budget meter follows every step.
+    `report` is `RequestView.report()`.
+    """
+
+    session_id: str
+    report: Mapping[str, Any]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"type": "context", **self.report, "session": self.session_id}
 
 
 @dataclass(frozen=True)
@@ -89,4 +105,4 @@ class TurnFailed:
         return {"type": "turn_failed", "session": self.session_id, "kind": self.kind, "reason": self.reason}
 
 
-RuntimeUpdate = TurnStarted | ReplyDelta | RetryScheduled | TurnFinished | TurnFailed
+RuntimeUpdate = TurnStarted | ContextUpdated | ReplyDelta | RetryScheduled | TurnFinished | TurnFailed

@@ -61,9 +61,17 @@ def raw_appends(path: Path, count: int) -> float:
         now = "2026-11-29T12:00:00.000000+00:00"
         connection.execute(
             "INSERT INTO event (session_id, seq, kind, payload, created_at) VALUES (?, ?, ?, ?, ?)",
-            (session_id, seq, "user_message", json.dumps(PAYLOAD, ensure_ascii=False, separators=(",", ":")), now),
+            (
+                session_id,
+                seq,
+                "user_message",
+                json.dumps(PAYLOAD, ensure_ascii=False, separators=(",", ":")),
+                now,
+            ),
         )
-        connection.execute("UPDATE session SET last_seq = ?, updated_at = ? WHERE id = ?", (seq, now, session_id))
+        connection.execute(
+            "UPDATE session SET last_seq = ?, updated_at = ? WHERE id = ?", (seq, now, session_id)
+        )
         connection.execute("COMMIT")
     elapsed = time.perf_counter() - start
     connection.close()
@@ -98,7 +106,8 @@ def raw_read(path: Path, session_id: str) -> float:
     rows = [
         (seq, kind, json.loads(payload), at)
         for seq, kind, payload, at in connection.execute(
-            "SELECT seq, kind, payload, created_at FROM event WHERE session_id = ? ORDER BY seq", (session_id,)
+            "SELECT seq, kind, payload, created_at FROM event WHERE session_id = ? ORDER BY seq",
+            (session_id,),
         )
     ]
     elapsed = time.perf_counter() - start

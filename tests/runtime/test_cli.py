@@ -229,3 +229,38 @@ def test_console_entry_point_end_to_end(tmp_path: Path, isolated_home: Path) -> 
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout.splitlines()[-1])["type"] == "turn_finished"
     assert result.stderr == ""  # no LiteLLM noise on a clean run
+
+
+CONTEXT_KEYS = {
+    "session", "route", "window", "max_input", "output_reserve", "input_budget", "handoff_at",
+    "high_water", "estimate", "layers", "verdict", "through_seq", "checkpoint_id", "messages",
+}  # fmt: skip
+
+
+def test_context_compiles_without_sending(capsys, workdir: Path, monkeypatch) -> None:
+    monkeypatch.chdir(workdir)
+    _, out, _ = run_cli(capsys, "run", "hello", "--json")
+    session = json_lines(out)[0]["session"]
+    code, out, _ = run_cli(capsys, "context", session[:6], "--json")
+    assert code == 0
+    (report,) = json_lines(out)
+    assert set(report) >= CONTEXT_KEYS
+    assert set(report["route"]) >= {"id", "model", "connection"}
+    assert set(report["layers"]) == {"pinned", "history", "working_set", "tool_schema", "native_state"}
+    assert report["estimate"]["source"] == "measured" and report["verdict"] == "ok"
+    assert (report["window"], report["input_budget"]) == (8_192, 8_192 - report["output_reserve"])
+    _, out, _ = run_cli(capsys, "export", session)
+    assert len(json_lines(out)) == 3  # compiling wrote nothing
+
+    code, out, _ = run_cli(capsys, "context", session[:6], "--model", "foya-sim/large")
+    assert code == 0 and "estimate: no usage on this route yet" in out and "32,768" in out
+
+
+def test_context_for_an_unknown_model_is_quiet_and_uses_b3(capsys, workdir: Path, monkeypatch) -> None:
+    monkeypatch.chdir(workdir)
+    _, out, _ = run_cli(capsys, "run", "hello", "--json")
+    session = json_lines(out)[0]["session"]
+    code, out, err = run_cli(capsys, "context", session, "--model", "acme/never-heard-of-it", "--json")
+    report = json_lines(out)[0]
+    assert code == 0 and err == ""
+    assert report["window"] is None and report["high_water"] == 32_768

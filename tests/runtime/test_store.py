@@ -181,3 +181,20 @@ def test_sessions_listed_newest_first(store: EventStore) -> None:
     assert [s.title for s in store.list_sessions()] == ["old", "new"]
     assert store.list_sessions(limit=1)[0].id == old.id
     assert new.event_count == 0
+
+
+def test_a_version_1_database_migrates_forward(tmp_path: Path) -> None:
+    path = tmp_path / "old.sqlite3"
+    database = open_database(path)
+    info = EventStore(database).create_session()
+    EventStore(database).append(info.id, [user("from v1")])
+    database.close()
+    with sqlite3.connect(path) as raw:
+        raw.execute("DROP TABLE artifact")
+        raw.execute("UPDATE schema_version SET version = 1")
+    database = open_database(path)
+    store = EventStore(database)
+    assert database.connection.execute_sql("SELECT version FROM schema_version").fetchall() == [(2,)]
+    assert store.events(info.id)[0].payload == {"text": "from v1"}
+    assert store.artifact(info.id, "0" * 64) is None
+    database.close()

@@ -10,9 +10,11 @@ from __future__ import annotations
 import functools
 import importlib.util
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
+
+from foya_tui.settings import ModelSettings
 
 LITELLM_TABLE_FILE = "model_prices_and_context_window_backup.json"
 
@@ -74,3 +76,22 @@ def lookup_model(model: str) -> ModelInfo:
 
 def simulator_models() -> list[str]:
     return list(SIMULATOR_MODELS)
+
+
+def model_info(model: str, overrides: ModelSettings | None = None) -> ModelInfo:
+    """Catalog facts with the user's `[models."NAME"]` overrides applied on top."""
+    info = lookup_model(model)
+    if overrides is None:
+        return info
+    changed = {
+        key: value
+        for key, value in (
+            ("window", overrides.window),
+            ("max_output", overrides.max_output),
+            ("supports_images", overrides.supports_images),
+        )
+        if value is not None
+    }
+    if not changed:
+        return info
+    return replace(info, source="config" if info.source == "unknown" else f"{info.source}+config", **changed)

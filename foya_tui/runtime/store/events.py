@@ -12,7 +12,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from foya_tui.runtime.model import Event, EventKind, NewEvent, SessionInfo
+from foya_tui.runtime.model import Event, EventKind, NewArtifact, NewEvent, SessionInfo
+from foya_tui.runtime.store.artifacts import insert_artifacts, read_artifact
 from foya_tui.runtime.store.db import Database
 
 Clock = Callable[[], datetime]
@@ -93,8 +94,9 @@ class EventStore:
         workspace: str = "",
         metadata: Mapping[str, Any] | None = None,
         events: Sequence[NewEvent] = (),
+        artifacts: Sequence[NewArtifact] = (),
     ) -> SessionInfo:
-        """Create a session, optionally with its first events, in one transaction."""
+        """Create a session, optionally with its first events and their artifacts, in one transaction."""
         session_id = uuid.uuid4().hex
         now = _timestamp(self._clock)
         with self._sql.atomic():
@@ -103,6 +105,7 @@ class EventStore:
                 "VALUES (?, ?, ?, ?, ?, ?, 0)",
                 (session_id, title, workspace, _encode_payload(metadata or {}), now, now),
             )
+            insert_artifacts(self._sql, session_id, artifacts, now)
             if events:
                 self._append_locked(session_id, events, now)
         return self.get_session(session_id)
@@ -160,14 +163,22 @@ class EventStore:
 
     # -- events ---------------------------------------------------------------------------
 
-    def append(self, session_id: str, events: Iterable[NewEvent]) -> list[Event]:
-        """Append events atomically (SPEC H-5): all get consecutive seqs, or none is written."""
+    def append(
+        self, session_id: str, events: Iterable[NewEvent], artifacts: Sequence[NewArtifact] = ()
+    ) -> list[Event]:
+        """Append events (and the artifacts they reference) atomically (SPEC H-5): all get
+        consecutive seqs, or nothing is written."""
         batch = list(events)
         if not batch:
             return []
         now = _timestamp(self._clock)
         with self._sql.atomic():
+            insert_artifacts(self._sql, session_id, artifacts, now)
             return self._append_locked(session_id, batch, now)
+
+    def artifact(self, session_id: str, sha256: str) -> bytes | None:
+        """An artifact's bytes, or None when it is missing."""
+        return read_artifact(self._sql, session_id, sha256)
 
     def _append_locked(self, session_id: str, batch: Sequence[NewEvent], now: str) -> list[Event]:
         row = self._sql.execute_sql("SELECT last_seq FROM session WHERE id = ?", (session_id,)).fetchone()

@@ -78,6 +78,21 @@ def migrate_to_1(database: peewee.Database, tables: Tables) -> None:
     )
 
 
+def migrate_to_2(database: peewee.Database, tables: Tables) -> None:
+    """Schema 2: the per-session artifact store (SPEC H-3: events hold references, never bytes)."""
+    database.execute_sql(
+        "CREATE TABLE IF NOT EXISTS artifact ("
+        " session_id TEXT NOT NULL REFERENCES session (id) ON DELETE RESTRICT,"
+        " sha256 TEXT NOT NULL,"
+        " mime TEXT NOT NULL,"
+        " size INTEGER NOT NULL,"
+        " data BLOB NOT NULL,"
+        " created_at TEXT NOT NULL,"
+        " PRIMARY KEY (session_id, sha256)"
+        ") WITHOUT ROWID"
+    )
+
+
 # Forward-only migrations, in order. Each runs inside the transaction that bumps the version.
-MIGRATIONS = ((1, migrate_to_1),)
+MIGRATIONS = ((1, migrate_to_1), (2, migrate_to_2))
 SCHEMA_VERSION = MIGRATIONS[-1][0]

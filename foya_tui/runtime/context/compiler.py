@@ -1,0 +1,448 @@
+"""Provides the context compiler: before every model call, the request built fresh from history
+in five layers, with a token budget and a verdict (SPEC X-1..X-8, B-1..B-9).
+
+The compiler keeps, per session, an incrementally maintained message log and per-tokenizer prefix
+sums, so a step reads only the events appended since the last one and costs the same at 100,000
+events as at 1,000 (see `tests/bench/bench_compiler.py`). Canonical history is never changed.
+"""
+
+from __future__ import annotations
+
+import base64
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from foya_tui.runtime.context.budget import Budget, Verdict, compute_budget
+from foya_tui.runtime.context.sources import load_sources
+from foya_tui.runtime.context.tokens import (
+    TOKENS_PER_MESSAGE,
+    TOKENS_PER_REPLY,
+    TokenCounter,
+    count_tools,
+    counter_for_model,
+    message_text,
+)
+from foya_tui.runtime.context.tracker import Estimate, estimate_request, latest_baseline
+from foya_tui.runtime.digests import digest_of
+from foya_tui.runtime.history import LogEntry, MessageLog, valid_events
+from foya_tui.runtime.model import AttachmentRef, Event, EventKind, Message, Role
+from foya_tui.runtime.providers.catalog import ModelInfo, model_info
+from foya_tui.runtime.providers.client import ProviderRequest
+from foya_tui.runtime.providers.routes import Route
+from foya_tui.runtime.store import EventStore
+from foya_tui.settings import Settings
+
+LAYER_NAMES = ("pinned", "history", "working_set", "tool_schema", "native_state")
+# Tokens charged per image sent: providers bill roughly 765 (OpenAI, high detail) to ~1,600
+# (Anthropic, ~1.1 megapixel); the larger keeps the estimate conservative.
+IMAGE_TOKENS = 1_600
+_DATA_URL_CACHE_SIZE = 8
+
+
+@dataclass(frozen=True)
+class LayerTokens:
+    """Tokens per layer of SPEC X-7, counted locally. Layering is for diagnosis: it deletes nothing."""
+
+    pinned: int
+    history: int
+    working_set: int
+    tool_schema: int
+    native_state: int
+
+    @property
+    def total(self) -> int:
+        return self.pinned + self.history + self.working_set + self.tool_schema + self.native_state
+
+    @property
+    def fixed(self) -> int:
+        """The context that is not conversation: its growth is added to a measured baseline (B-6)."""
+        return self.pinned + self.tool_schema + self.native_state
+
+    def as_dict(self) -> dict[str, int]:
+        return {name: getattr(self, name) for name in LAYER_NAMES}
+
+
+@dataclass(frozen=True)
+class RequestView:
+    """One compiled request, immutable (SPEC X-6)."""
+
+    session_id: str
+    route: Route
+    model: ModelInfo
+    messages: Sequence[Mapping[str, Any]]
+    tools: tuple[Mapping[str, Any], ...]
+    native_state: Mapping[str, Any] | None
+    through_seq: int
+    """The last event seq this request carries."""
+    anchor_seq: int | None
+    revision: str
+    """Identifies the projection's shape (rewinds, checkpoint); a measured baseline is only reused
+    for a request of the same revision (SPEC B-7)."""
+    checkpoint_id: str | None
+    layers: LayerTokens
+    counter: str
+    counted_exactly: bool
+    """True when layers were counted with the model's own tokenizer, False for a char-weight estimate."""
+    budget: Budget
+    estimate: Estimate
+    verdict: Verdict
+    notices: tuple[str, ...] = ()
+
+    def provider_request(self) -> ProviderRequest:
+        return ProviderRequest(route=self.route, messages=tuple(self.messages), tools=self.tools)
+
+    def report(self) -> dict[str, Any]:
+        """The JSON shape of `foya context --json` and of `context` runtime updates."""
+        return {
+            "session": self.session_id,
+            "route": {
+                "id": self.route.id,
+                "model": self.route.model,
+                "connection": self.route.connection,
+                "simulator": self.route.is_simulator,
+            },
+            "window": self.budget.window,
+            "window_source": self.model.source,
+            "max_input": self.budget.max_input,
+            "output_reserve": self.budget.output_reserve,
+            "reserve_basis": self.budget.reserve_basis,
+            "input_budget": self.budget.input_budget,
+            "handoff_at": self.budget.handoff_at,
+            "high_water": self.budget.high_water,
+            "estimate": {
+                "total": self.estimate.total,
+                "source": str(self.estimate.source),
+                "reason": self.estimate.reason,
+            },
+            "layers": self.layers.as_dict(),
+            "counter": self.counter,
+            "counted_exactly": self.counted_exactly,
+            "verdict": str(self.verdict),
+            "through_seq": self.through_seq,
+            "anchor_seq": self.anchor_seq,
+            "checkpoint_id": self.checkpoint_id,
+            "messages": len(self.messages),
+            "notices": list(self.notices),
+        }
+
+
+ACTIVE_CONTENT_CHARS = 32_000
+
+
+def _active_content(entries: Sequence[LogEntry], anchor: int | None) -> str:
+    """The working set's recent text, which decides which path-matched rules are in force."""
+    texts: list[str] = []
+    size = 0
+    for index in range(len(entries) - 1, (anchor or 0) - 1, -1):
+        text = message_text(entries[index].openai)
+        texts.append(text[-(ACTIVE_CONTENT_CHARS - size) :])
+        size += len(texts[-1])
+        if size >= ACTIVE_CONTENT_CHARS:
+            break
+    return "\n".join(reversed(texts))
+
+
+class MessageSequence(Sequence[Mapping[str, Any]]):
+    """A request's messages as an immutable view over the session's log, without copying it.
+
+    The log only ever grows (a rewind starts a new log), so a view that remembers its length
+    keeps seeing exactly the messages of its own compile. Building the request is O(1) in the
+    length of history; copying happens only when a provider request is actually sent.
+    """
+
+    __slots__ = ("_body", "_head", "_length", "_replaced", "_tail")
+
+    def __init__(
+        self,
+        head: tuple[Mapping[str, Any], ...],
+        body: Sequence[LogEntry],
+        replaced: Mapping[int, Mapping[str, Any]],
+        tail: tuple[Mapping[str, Any], ...],
+    ) -> None:
+        self._head = head
+        self._body = body
+        self._length = len(body)
+        self._replaced = dict(replaced)
+        self._tail = tail
+
+    def __len__(self) -> int:
+        return len(self._head) + self._length + len(self._tail)
+
+    def _at(self, index: int) -> Mapping[str, Any]:
+        if index < len(self._head):
+            return self._head[index]
+        index -= len(self._head)
+        if index < self._length:
+            return self._replaced.get(index) or self._body[index].openai
+        return self._tail[index - self._length]
+
+    def __getitem__(self, index: int | slice) -> Any:  # type: ignore[override]
+        if isinstance(index, slice):
+            return tuple(self._at(i) for i in range(*index.indices(len(self))))
+        if index < 0:
+            index += len(self)
+        if not 0 <= index < len(self):
+            raise IndexError("message index out of range")
+        return self._at(index)
+
+    def __iter__(self):  # type: ignore[override]
+        return (self._at(i) for i in range(len(self)))
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Sequence) or isinstance(other, str):
+            return NotImplemented
+        return len(self) == len(other) and all(a == b for a, b in zip(self, other, strict=True))
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"MessageSequence({len(self)} messages)"
+
+
+def message_tokens(message: Mapping[str, Any], counter: TokenCounter) -> int:
+    return TOKENS_PER_MESSAGE + counter.count(message_text(message))
+
+
+@dataclass
+class _TokenColumn:
+    """Prefix sums of per-message tokens for one tokenizer, extended as the log grows."""
+
+    counter: TokenCounter
+    prefix: list[int] = field(default_factory=lambda: [0])
+
+    def extend(self, entries: Sequence[LogEntry]) -> None:
+        for entry in entries[len(self.prefix) - 1 :]:
+            self.prefix.append(self.prefix[-1] + message_tokens(entry.openai, self.counter))
+
+
+class _SessionState:
+    """What the compiler keeps between steps of one session."""
+
+    def __init__(self, session_id: str) -> None:
+        self.session_id = session_id
+        self.lock = threading.Lock()
+        self.last_seq = 0
+        self._reset()
+
+    def _reset(self) -> None:
+        self.log = MessageLog()
+        self.seqs: list[int] = []
+        self.roles: list[Role] = []
+        self.usage_events: list[Event] = []
+        self.rewinds: list[int] = []
+        self.columns: dict[str, _TokenColumn] = {}
+        self.with_attachments: list[int] = []
+        """Indexes of log entries that carry images, materialised per request (SPEC I-1)."""
+
+    def refresh(self, store: EventStore) -> None:
+        """Read the events appended since the last refresh; a rewind rebuilds from the store."""
+        new = store.events(self.session_id, after_seq=self.last_seq)
+        if not new:
+            return
+        if any(event.kind is EventKind.REWIND for event in new):
+            self._reset()
+            new = store.events(self.session_id)
+            for event in valid_events(new):
+                self._add(event)
+        else:
+            for event in new:
+                if event.problem is None:
+                    self._add(event)
+        self.last_seq = new[-1].seq
+
+    def _add(self, event: Event) -> None:
+        if event.kind is EventKind.PROVIDER_USAGE:
+            self.usage_events.append(event)
+        elif event.kind is EventKind.REWIND:
+            self.rewinds.append(event.seq)
+        before = len(self.log.entries)
+        self.log.add(event)
+        for entry in self.log.entries[before:]:
+            if entry.message.attachments:
+                self.with_attachments.append(len(self.seqs))
+            self.seqs.append(entry.seq)
+            self.roles.append(entry.message.role)
+
+    @property
+    def revision(self) -> str:
+        return digest_of({"rewinds": self.rewinds, "checkpoint": None})[:16]
+
+    def column(self, counter: TokenCounter) -> _TokenColumn:
+        column = self.columns.get(counter.name)
+        if column is None:
+            column = self.columns[counter.name] = _TokenColumn(counter)
+        column.extend(self.log.entries)
+        return column
+
+
+class ContextCompiler:
+    """Builds every model request (SPEC X-5: before every step, never cached across steps)."""
+
+    def __init__(
+        self,
+        store: EventStore,
+        settings: Settings,
+        *,
+        workdir: Path,
+        clock: Callable[[], datetime],
+        config_dir: Path | None = None,
+        tools: Callable[[], Sequence[Mapping[str, Any]]] = tuple,
+    ) -> None:
+        self._store = store
+        self._settings = settings
+        self._workdir = workdir
+        self._config_dir = config_dir
+        self._clock = clock
+        self._tools = tools
+        self._sessions: dict[str, _SessionState] = {}
+        self._sessions_lock = threading.Lock()
+        self._data_urls: dict[str, str] = {}
+
+    def _state(self, session_id: str) -> _SessionState:
+        with self._sessions_lock:
+            state = self._sessions.get(session_id)
+            if state is None:
+                state = self._sessions[session_id] = _SessionState(session_id)
+            return state
+
+    def compile(self, session_id: str, route: Route) -> RequestView:
+        state = self._state(session_id)
+        with state.lock:
+            state.refresh(self._store)
+            return self._compile(state, route)
+
+    def _data_url(self, session_id: str, ref: AttachmentRef) -> str | None:
+        url = self._data_urls.get(ref.sha256)
+        if url is None:
+            data = self._store.artifact(session_id, ref.sha256)
+            if data is None:
+                return None
+            url = f"data:{ref.mime};base64,{base64.b64encode(data).decode('ascii')}"
+            if len(self._data_urls) >= _DATA_URL_CACHE_SIZE:
+                self._data_urls.pop(next(iter(self._data_urls)))
+            self._data_urls[ref.sha256] = url
+        return url
+
+    def _materialise(
+        self, state: _SessionState, info: ModelInfo, counter: TokenCounter
+    ) -> tuple[dict[int, Mapping[str, Any]], dict[int, int]]:
+        """Images of the request, newest first, as content parts or explicit notes (SPEC I-1).
+
+        Returns replacement messages by entry index and the token change each one causes.
+        """
+        replaced: dict[int, Mapping[str, Any]] = {}
+        deltas: dict[int, int] = {}
+        sent_bytes = 0
+        limit = self._settings.max_image_bytes
+        for index in reversed(state.with_attachments):
+            entry = state.log.entries[index]
+            notes: list[str] = []
+            images: list[dict[str, Any]] = []
+            for ref in entry.message.attachments:
+                label = f"{ref.mime}, {ref.size:,} bytes, sha256 {ref.sha256[:12]}"
+                if not info.supports_images:
+                    notes.append(f"[image omitted ({label}): {info.model} does not accept image input]")
+                    continue
+                if sent_bytes + ref.size > limit:
+                    notes.append(
+                        f"[image omitted ({label}): this request's image limit of {limit:,} bytes is reached]"
+                    )
+                    continue
+                url = self._data_url(state.session_id, ref)
+                if url is None:
+                    notes.append(f"[image missing from the artifact store ({label})]")
+                    continue
+                sent_bytes += ref.size
+                images.append({"type": "image_url", "image_url": {"url": url}})
+            text = "\n".join(part for part in (entry.message.content or "", *notes) if part)
+            message = dict(entry.openai)
+            message["content"] = [{"type": "text", "text": text}, *images] if images else text
+            replaced[index] = message
+            deltas[index] = (
+                message_tokens(message, counter)
+                - message_tokens(entry.openai, counter)
+                + IMAGE_TOKENS * len(images)
+            )
+        return replaced, deltas
+
+    def _compile(self, state: _SessionState, route: Route) -> RequestView:
+        overrides = self._settings.model_settings(route.model)
+        info = model_info(route.model, overrides)
+        counter = counter_for_model(route.model)
+        sources = load_sources(
+            workdir=self._workdir,
+            # The hour, not the minute: the environment block ends the system prompt, and a value
+            # that changed every minute would void the provider's prompt cache for everything after.
+            now=self._clock().replace(minute=0, second=0, microsecond=0),
+            config_dir=self._config_dir,
+            active_content=_active_content(state.log.entries, state.log.anchor_index),
+            approval_mode=self._settings.approval_mode,
+            kernel=self._settings.system_prompt,
+        )
+        system = Message(role=Role.SYSTEM, content=sources.text).to_openai()
+        tools = tuple(self._tools())
+        tail = state.log.tail()
+        column = state.column(counter)
+        entries = state.log.entries
+        count = len(entries)
+        tail_tokens = sum(message_tokens(entry.openai, counter) for entry in tail)
+        anchor = state.log.anchor_index if state.log.anchor_index is not None else count
+        replaced, deltas = self._materialise(state, info, counter)
+        history_images = sum(delta for index, delta in deltas.items() if index < anchor)
+        working_images = sum(deltas.values()) - history_images
+        layers = LayerTokens(
+            pinned=message_tokens(system, counter) + TOKENS_PER_REPLY,
+            history=column.prefix[anchor] + history_images,
+            working_set=column.prefix[count] - column.prefix[anchor] + tail_tokens + working_images,
+            tool_schema=count_tools(tools, counter) if tools else 0,
+            native_state=0,
+        )
+        baseline = latest_baseline(state.usage_events, route.id)
+        budget = compute_budget(
+            info.window,
+            overrides.max_input,
+            baseline.output_tokens if baseline is not None and baseline.known else None,
+            self._settings.budget,
+        )
+        revision = state.revision
+        estimate = estimate_request(
+            baseline=baseline,
+            revision=revision,
+            fixed_tokens=layers.fixed,
+            local_total=layers.total,
+            entry_seqs=state.seqs,
+            entry_roles=state.roles,
+            tokens_from=lambda index: (
+                column.prefix[count]
+                - column.prefix[min(index, count)]
+                + tail_tokens
+                + sum(delta for i, delta in deltas.items() if i >= index)
+            ),
+        )
+        notices = [f"{notice.source}: {notice.message}" for notice in sources.notices]
+        if info.window is None:
+            notices.append(f"{route.model}: context window unknown; using the default budget (SPEC B-3)")
+        messages = MessageSequence((system,), entries, replaced, tuple(entry.openai for entry in tail))
+        return RequestView(
+            session_id=state.session_id,
+            route=route,
+            model=info,
+            messages=messages,
+            tools=tools,
+            native_state=None,
+            through_seq=state.last_seq,
+            anchor_seq=entries[anchor].seq if anchor < count else None,
+            revision=revision,
+            checkpoint_id=None,
+            layers=layers,
+            counter=counter.name,
+            counted_exactly=counter.exact,
+            budget=budget,
+            estimate=estimate,
+            verdict=budget.verdict(estimate.total),
+            notices=tuple(notices),
+        )
