@@ -6,6 +6,7 @@ Every method here may touch SQLite or a provider, so the UI calls them from work
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -13,6 +14,7 @@ from typing import Any
 from foya_tui.paths import FoyaPaths
 from foya_tui.runtime.context.compiler import ContextCompiler, RequestView
 from foya_tui.runtime.model import SessionInfo
+from foya_tui.runtime.providers.catalog import model_info, simulator_models
 from foya_tui.runtime.providers.client import ProviderClient
 from foya_tui.runtime.providers.routes import Route, make_route
 from foya_tui.runtime.session import RetryPolicy, Session
@@ -20,6 +22,15 @@ from foya_tui.runtime.store import EventStore, open_database
 from foya_tui.runtime.store.events import utc_now
 from foya_tui.runtime.transcripts import parse_transcript
 from foya_tui.settings import Settings
+
+
+@dataclass(frozen=True)
+class RouteOption:
+    """A route as the switcher lists it: its window and whether this session has real usage on it."""
+
+    route: Route
+    window: int | None
+    has_baseline: bool
 
 
 class Runtime:
@@ -65,6 +76,18 @@ class Runtime:
         model = model or self.settings.model
         conn = self.settings.connection_for(connection or self.settings.model_settings(model).connection)
         return make_route(model, conn.name, conn.api_base)
+
+    def routes(self, session_id: str | None = None) -> list[RouteOption]:
+        """Every route the switcher offers: the default, each configured model, the simulator's."""
+        models = [self.settings.model, *self.settings.models, *simulator_models()]
+        measured = self.compiler.measured_routes(session_id) if session_id else frozenset()
+        options: dict[str, RouteOption] = {}
+        for model in models:
+            route = self.route_for(model)
+            if route.id not in options:
+                info = model_info(model, self.settings.model_settings(model))
+                options[route.id] = RouteOption(route, info.window, route.id in measured)
+        return list(options.values())
 
     # -- sessions -------------------------------------------------------------------------
 

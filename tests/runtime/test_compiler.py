@@ -286,3 +286,16 @@ def test_remote_image_urls_are_kept_as_notes_not_fetched(runtime: Runtime) -> No
     info = runtime.import_transcript(json.dumps([message]).encode(), "remote.json")
     content = runtime.store.events(info.id)[0].payload["content"]
     assert "https://example.com/a.png" in content and "does not fetch" in content
+
+
+def test_route_options_list_simulators_configured_models_and_baselines(tmp_path: Path, workdir: Path) -> None:
+    from tests.conftest import make_paths
+
+    settings = Settings(models={"openai/gpt-4.1": ModelSettings(window=1_000_000)})
+    with Runtime(settings, make_paths(tmp_path), workdir=workdir, clock=lambda: FIXED_NOW) as rt:
+        session = rt.new_session()
+        turn(session, "hello")
+        options = {option.route.model: option for option in rt.routes(session.id)}
+        assert list(options) == ["foya-sim/small", "openai/gpt-4.1", "foya-sim/large"]
+        assert options["foya-sim/small"].has_baseline and not options["foya-sim/large"].has_baseline
+        assert options["openai/gpt-4.1"].window == 1_000_000 and options["foya-sim/large"].window == 32_768

@@ -309,6 +309,13 @@ class ContextCompiler:
                 state = self._sessions[session_id] = _SessionState(session_id)
             return state
 
+    def measured_routes(self, session_id: str) -> frozenset[str]:
+        """Ids of the routes this session has provider usage records for."""
+        state = self._state(session_id)
+        with state.lock:
+            state.refresh(self._store)
+            return frozenset(str(event.payload.get("route_id")) for event in state.usage_events)
+
     def compile(self, session_id: str, route: Route) -> RequestView:
         state = self._state(session_id)
         with state.lock:
