@@ -1,0 +1,132 @@
+"""Provides FoyaApp, the Textual application, and `run_app`, which the `foya` command calls.
+
+Start-up stays fast: the app paints its first frame before the session loads, LiteLLM and the
+tokenizer load on the first request, and SQLite is only touched from the Bridge's workers.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterable
+from pathlib import Path
+from typing import TYPE_CHECKING, ClassVar
+
+from textual.app import App, SystemCommand
+from textual.binding import Binding, BindingType
+from textual.screen import Screen
+
+from foya_tui.ui.screens.conversation import ConversationScreen
+from foya_tui.ui.themes import DEFAULT_THEME, register_themes, toggled_theme
+
+if TYPE_CHECKING:
+    from foya_tui.runtime.runtime import Runtime
+    from foya_tui.runtime.session import Session
+
+
+class FoyaApp(App[None]):
+    """Foya's terminal workstation: one conversation screen over a Runtime."""
+
+    TITLE = "Foya"
+    CSS_PATH = "app.tcss"
+    # A mode rather than get_default_screen(): Textual loads a screen's CSS_PATH only for screens
+    # it installs itself (modes, pushes), not for the default screen.
+    DEFAULT_MODE = "conversation"
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding(
+            "ctrl+q",
+            "quit",
+            "quit",
+            id="app.quit",
+            tooltip="Quit Foya (the conversation is already saved)",
+            priority=True,
+        ),
+    ]
+
+    def __init__(
+        self,
+        runtime: Runtime,
+        *,
+        session_id: str | None = None,
+        model: str | None = None,
+        theme: str | None = None,
+    ) -> None:
+        super().__init__()
+        self.runtime = runtime
+        self._session_id = session_id
+        self._model = model
+        self._conversation: ConversationScreen | None = None
+        self.add_mode(self.DEFAULT_MODE, self._make_conversation)
+        register_themes(self)
+        wanted = theme or runtime.settings.theme
+        self._theme_problem: str | None = None
+        if wanted not in self.available_themes:
+            self._theme_problem = f"Unknown theme {wanted!r}; using {DEFAULT_THEME}."
+            wanted = DEFAULT_THEME
+        self.theme = wanted
+
+    def _make_conversation(self) -> ConversationScreen:
+        # The conversation is the first screen itself, so nothing blank is painted before it.
+        self._conversation = ConversationScreen(self.runtime, session_id=self._session_id, model=self._model)
+        return self._conversation
+
+    def on_mount(self) -> None:
+        if self._theme_problem:
+            self.notify(self._theme_problem, severity="warning")
+
+    @property
+    def conversation(self) -> ConversationScreen:
+        assert self._conversation is not None, "the app is not running"
+        return self._conversation
+
+    @property
+    def session(self) -> Session | None:
+        """The open session (None until a new conversation's first message creates it)."""
+        return self._conversation.bridge.session if self._conversation else None
+
+    def get_system_commands(self, screen: Screen[object]) -> Iterable[SystemCommand]:
+        # Titles are "noun: verb" so related commands sort and search together.
+        yield SystemCommand("session: new", "Start a new conversation", self.action_new_session)
+        yield SystemCommand(
+            "theme: toggle dark/light", "Switch between foya-dark and foya-light", self.action_toggle_theme
+        )
+        yield SystemCommand("theme: choose", "Pick any installed theme", self.action_change_theme)
+        yield SystemCommand("keys: show", "Show the keys of the focused widget", self.action_show_help_panel)
+        yield SystemCommand(
+            "screen: save screenshot",
+            "Save an SVG screenshot of the screen",
+            lambda: self.set_timer(0.1, self.deliver_screenshot),
+        )
+        yield SystemCommand("app: quit", "Quit Foya (the conversation is already saved)", self.action_quit)
+
+    async def action_new_session(self) -> None:
+        await self.conversation.new_conversation()
+
+    def action_toggle_theme(self) -> None:
+        self.theme = toggled_theme(self.current_theme.dark)
+
+
+def run_app(
+    *, database: str | Path | None = None, model: str | None = None, session: str | None = None
+) -> int:
+    """Run the TUI until the user quits; then say on stderr how to resume the session."""
+    from foya_tui.paths import resolve_paths
+    from foya_tui.runtime.runtime import Runtime
+    from foya_tui.settings import load_settings
+
+    paths = resolve_paths(database=database)
+    settings = load_settings(paths.config_file)
+    runtime = Runtime(settings, paths)
+    try:
+        # Checked before the app starts, so a mistyped id or model is one line on stderr (exit 2)
+        # rather than a screen that cannot do anything.
+        runtime.route_for(model)
+        session_id = runtime.store.find_session(session).id if session else None
+        app = FoyaApp(runtime, session_id=session_id, model=model)
+        app.run()
+    finally:
+        runtime.close()
+    opened = app.session
+    if opened is not None:
+        short = opened.info.short_id
+        print(f"Session {short} saved. Resume: foya --session {short}", file=sys.stderr)
+    return app.return_code or 0

@@ -1,0 +1,1 @@
+"""Provides Foya's screens, each with a `.tcss` file beside it."""

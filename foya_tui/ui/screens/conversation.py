@@ -1,0 +1,196 @@
+"""Provides the conversation screen: header, streaming message list, prompt and footer.
+
+The screen renders what the Bridge reports and decides when a submission may be sent; it never
+calls the runtime itself.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, ClassVar
+
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.content import Content
+from textual.screen import Screen
+from textual.widgets import Footer, Static
+
+from foya_tui.runtime.session import clean_user_text
+from foya_tui.runtime.updates import ReplyDelta, RetryScheduled, TurnFailed, TurnFinished, TurnStarted
+from foya_tui.ui.bridge import Bridge
+from foya_tui.ui.messages import BridgeFailed, RouteResolved, RuntimeUpdated, SessionCreated, SessionOpened
+from foya_tui.ui.widgets.message_block import MessageBlock
+from foya_tui.ui.widgets.message_list import MessageList, history_items
+from foya_tui.ui.widgets.prompt import Prompt
+
+if TYPE_CHECKING:
+    from foya_tui.runtime.providers.routes import Route
+    from foya_tui.runtime.runtime import Runtime
+    from foya_tui.runtime.session import Session
+
+OPENING = "opening the session…"
+REPLYING = "a reply is being written · esc cancel · you can type your next message"
+EMPTY_HINT = "Nothing here yet. Type a message below and press Enter; every message is kept in a local log."
+SIMULATOR_HINT = (
+    "No model is configured, so the offline simulator answers: a deterministic stand-in that "
+    "reports real token counts. The README shows how to configure a model."
+)
+
+
+class ConversationScreen(Screen[None]):
+    """The main screen: one conversation with the agent."""
+
+    CSS_PATH = "conversation.tcss"
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding(
+            "escape",
+            "cancel_turn",
+            "cancel",
+            id="turn.cancel",
+            tooltip="Stop the reply being written; what already arrived is kept",
+        ),
+    ]
+
+    def __init__(self, runtime: Runtime, *, session_id: str | None = None, model: str | None = None) -> None:
+        super().__init__()
+        self.bridge = Bridge(runtime, model=model)
+        self._session_id = session_id
+        self._route: Route | None = None
+        self._reply: MessageBlock | None = None
+        self._busy: str | None = OPENING
+        """Why Enter does not send right now (None: it does)."""
+        self.turn_running = False
+
+    def compose(self) -> ComposeResult:
+        yield Static(id="header")
+        yield MessageList()
+        yield Prompt()
+        yield Footer()
+        yield self.bridge
+
+    def on_mount(self) -> None:
+        self._show_header(None)
+        self._set_busy(OPENING)
+        self.query_one(Prompt).focus()
+        self.bridge.start(self._session_id)
+
+    @property
+    def messages(self) -> MessageList:
+        return self.query_one(MessageList)
+
+    @property
+    def ready(self) -> bool:
+        """True when Enter would send a message now."""
+        return self._busy is None
+
+    # -- state shown on screen -------------------------------------------------------------
+
+    def _show_header(self, session: Session | None) -> None:
+        # Spaces end the styled parts rather than start the plain ones: SVG renderers (the README
+        # screenshot) drop a text run's leading spaces.
+        parts: list[str | tuple[str, str]] = [("Foya ", "bold $primary"), "· "]
+        if self._route is None:
+            parts.append("opening…")
+        else:
+            parts += ["session ", (f"{session.info.short_id} ", "bold")] if session else ["new session "]
+            parts += ["· ", self._route.label]
+        self.query_one("#header", Static).update(Content.assemble(*parts))
+
+    def _set_busy(self, why: str | None) -> None:
+        self._busy = why
+        self.query_one(Prompt).set_busy(why)
+        self.refresh_bindings()
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "cancel_turn":
+            return self.turn_running  # hidden from the footer when there is nothing to cancel
+        return True
+
+    # -- user actions ------------------------------------------------------------------------
+
+    async def on_prompt_submitted(self, message: Prompt.Submitted) -> None:
+        text = clean_user_text(message.text)
+        if not text:
+            return
+        if self._busy is not None:
+            self.notify("Wait for the reply to finish, or press esc to cancel it.", timeout=3)
+            return
+        self.turn_running = True
+        self._set_busy(REPLYING)
+        message.prompt.clear()
+        await self.messages.add_block(MessageBlock("user", text))
+        self.messages.scroll_end(animate=False)  # sending re-attaches the view to the end
+        self.bridge.send(message.text)
+
+    def action_cancel_turn(self) -> None:
+        self.bridge.cancel_turn()
+
+    async def new_conversation(self) -> None:
+        """Start a new conversation on the same route (the session is created on the first send)."""
+        if self.turn_running:
+            self.notify("Cancel the running reply first (esc).", severity="warning")
+            return
+        self.bridge.new_conversation()
+        await self.messages.clear()
+        self._show_header(None)
+
+    # -- what the bridge reports -------------------------------------------------------------
+
+    def on_route_resolved(self, message: RouteResolved) -> None:
+        self._route = message.route
+        self._show_header(None)
+        hint = f"{EMPTY_HINT}\n\n{SIMULATOR_HINT}" if message.route.is_simulator else EMPTY_HINT
+        self.messages.set_hint(hint)
+        self._set_busy(None)
+
+    async def on_session_opened(self, message: SessionOpened) -> None:
+        self._route = message.session.route
+        self._show_header(message.session)
+        await self.messages.show_history(history_items(message.events))
+        self._set_busy(None)
+
+    def on_session_created(self, message: SessionCreated) -> None:
+        self._show_header(message.session)
+
+    async def on_bridge_failed(self, message: BridgeFailed) -> None:
+        self.notify(message.reason, severity="error")
+        if self.turn_running:
+            await self._end_turn(f"✗ {message.reason}")
+        else:
+            self._set_busy(None)
+
+    async def on_runtime_updated(self, message: RuntimeUpdated) -> None:
+        update = message.update
+        if isinstance(update, TurnStarted):
+            self._reply = await self.messages.add_block(MessageBlock("assistant"))
+            self._reply.start_stream()
+        elif isinstance(update, ReplyDelta):
+            if self._reply is None:
+                self._reply = await self.messages.add_block(MessageBlock("assistant"))
+            await self._reply.write(update.text)
+        elif isinstance(update, RetryScheduled):
+            self.notify(
+                f"{update.reason}; retrying in {update.delay_seconds:.1f} s (attempt {update.attempt})",
+                severity="information",
+            )
+        elif isinstance(update, TurnFinished):
+            if update.notice:
+                self.notify(update.notice, severity="warning")
+            await self._end_turn(f"⚠ {update.notice}" if update.notice else None)
+        elif isinstance(update, TurnFailed):
+            if update.kind == "cancelled":
+                self.notify("Reply cancelled.", timeout=3)
+                await self._end_turn("cancelled")
+            else:
+                self.notify(update.reason, severity="error")
+                await self._end_turn(f"✗ {update.reason}")
+
+    async def _end_turn(self, marker: str | None) -> None:
+        reply, self._reply = self._reply, None
+        if reply is not None:
+            await reply.finish()
+            if not reply.text.strip():
+                await reply.remove()  # a failure before any output leaves no empty block behind
+        if marker:
+            await self.messages.add_marker(marker)
+        self.turn_running = False
+        self._set_busy(None)

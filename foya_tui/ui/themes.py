@@ -1,0 +1,59 @@
+"""Provides Foya's built-in themes: TOML files in `themes/` loaded into `textual.theme.Theme`."""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import fields
+from pathlib import Path
+
+from textual.app import App
+from textual.theme import Theme
+
+import foya_tui
+
+DEFAULT_THEME = "foya-dark"
+LIGHT_THEME = "foya-light"
+_THEME_FIELDS = {f.name for f in fields(Theme)}
+
+
+class ThemeError(ValueError):
+    """A theme file cannot be read or names a field Textual does not know."""
+
+
+def themes_dir() -> Path:
+    """The folder of built-in theme files.
+
+    An installed wheel carries it inside the package (`foya_tui/themes`); an editable install or
+    a source checkout uses the repository's top-level `themes/`.
+    """
+    packaged = Path(foya_tui.__file__).parent / "themes"
+    return packaged if packaged.is_dir() else Path(foya_tui.__file__).parent.parent / "themes"
+
+
+def load_theme(path: Path) -> Theme:
+    """Read one theme file; its keys are `Theme` fields plus an optional `[variables]` table."""
+    try:
+        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise ThemeError(f"cannot read theme {path.name}: {exc}") from None
+    unknown = set(raw) - _THEME_FIELDS
+    if unknown:
+        raise ThemeError(f"theme {path.name} has unknown keys: {', '.join(sorted(unknown))}")
+    raw.setdefault("name", path.stem)
+    if "primary" not in raw:
+        raise ThemeError(f"theme {path.name} has no primary colour")
+    return Theme(**raw)
+
+
+def builtin_themes() -> list[Theme]:
+    return [load_theme(path) for path in sorted(themes_dir().glob("*.toml"))]
+
+
+def register_themes(app: App[object]) -> None:
+    for theme in builtin_themes():
+        app.register_theme(theme)
+
+
+def toggled_theme(dark: bool) -> str:
+    """The other of Foya's two themes: any dark theme toggles to foya-light, any light one to foya-dark."""
+    return LIGHT_THEME if dark else DEFAULT_THEME

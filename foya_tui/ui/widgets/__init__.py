@@ -1,0 +1,1 @@
+"""Provides Foya's widgets: message blocks, the message list and the prompt."""

@@ -1,0 +1,83 @@
+"""Provides MessageBlock: one user or assistant message, with a role label and a coloured bar.
+
+User text is shown as plain text (never parsed as markup); model text is rendered as Markdown,
+which does not parse Textual markup either. Both are cleaned of terminal escapes first.
+"""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.containers import Vertical
+from textual.widgets import Label, Markdown, Static
+from textual.widgets.markdown import MarkdownStream
+
+from foya_tui.runtime.text import strip_control
+
+ROLE_LABELS = {"user": "you", "assistant": "foya", "tool": "tool"}
+# Characters that open a terminal escape sequence. A stream may split a sequence across two
+# fragments, so a tail that starts with one is held back until the sequence can be seen whole.
+_ESCAPE_OPENERS = ("\x1b", "\x9b", "\x9d", "\x90", "\x98", "\x9e", "\x9f")
+_MAX_HELD = 256  # beyond this the tail is not a sequence in progress; release it
+
+
+def split_escape_tail(text: str) -> tuple[str, str]:
+    """Split `text` into what can be cleaned now and a trailing escape sequence that may be incomplete."""
+    cut = max(text.rfind(opener) for opener in _ESCAPE_OPENERS)
+    if cut == -1 or len(text) - cut > _MAX_HELD:
+        # A final "\r" may be the first half of "\r\n", which must become one newline, not two.
+        return (text[:-1], "\r") if text.endswith("\r") else (text, "")
+    return text[:cut], text[cut:]
+
+
+class MessageBlock(Vertical):
+    """A message in the conversation. Assistant blocks can stream their text in."""
+
+    def __init__(self, role: str, text: str = "", *, notes: tuple[str, ...] = ()) -> None:
+        super().__init__(classes=f"message -{role}")
+        self.role = role
+        self._text = strip_control(text)
+        self._notes = notes
+        self._stream: MarkdownStream | None = None
+        self._held = ""
+
+    def compose(self) -> ComposeResult:
+        yield Label(ROLE_LABELS.get(self.role, self.role), classes="role")
+        if self.role == "assistant":
+            yield Markdown(self._text, classes="body")
+        else:
+            yield Static(Text(self._text), classes="body")
+        for note in self._notes:
+            yield Static(Text(strip_control(note)), classes="note")
+
+    @property
+    def text(self) -> str:
+        """The text as displayed (cleaned); for assistant blocks, what has streamed so far."""
+        if self.role == "assistant":
+            return self.query_one(Markdown).source
+        return self._text
+
+    def start_stream(self) -> None:
+        """Mark the block as receiving a reply (assistant blocks only)."""
+        self.add_class("-streaming")
+
+    async def write(self, fragment: str) -> None:
+        """Append a reply fragment: cleaned, appended to the Markdown via the stream (not re-rendered)."""
+        if self._stream is None:
+            # Created at the first fragment, not before: stopping a MarkdownStream whose task never
+            # ran raises CancelledError in the caller (a turn that fails before any output).
+            self.start_stream()
+            self._stream = Markdown.get_stream(self.query_one(Markdown))
+        ready, self._held = split_escape_tail(self._held + fragment)
+        await self._stream.write(strip_control(ready))
+
+    async def finish(self) -> None:
+        """End the stream, flushing any held tail (whatever remains of it is cleaned away)."""
+        self.remove_class("-streaming")
+        if self._stream is None:
+            return
+        if self._held:
+            await self._stream.write(strip_control(self._held))
+            self._held = ""
+        await self._stream.stop()
+        self._stream = None

@@ -1,0 +1,73 @@
+"""Provides Prompt: the multi-line message editor (Enter sends, ctrl+j inserts a newline)."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from textual import events
+from textual.binding import Binding, BindingType
+from textual.message import Message
+from textual.widgets import TextArea
+
+PLACEHOLDER = "type a message · Enter send · ctrl+j newline"
+
+
+class Prompt(TextArea):
+    """A TextArea whose Enter submits. Whether a submission is sent is the screen's decision."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding(
+            "ctrl+j,shift+enter",
+            "newline",
+            "newline",
+            id="prompt.newline",
+            tooltip="Insert a line break without sending",
+            show=False,
+        ),
+    ]
+
+    class Submitted(Message):
+        """The user pressed Enter in the prompt with this text."""
+
+        def __init__(self, prompt: Prompt, text: str) -> None:
+            super().__init__()
+            self.prompt = prompt
+            self.text = text
+
+        @property
+        def control(self) -> Prompt:
+            return self.prompt
+
+    def __init__(self) -> None:
+        super().__init__(
+            id="prompt",
+            placeholder=PLACEHOLDER,
+            soft_wrap=True,
+            show_line_numbers=False,
+            highlight_cursor_line=False,
+            tab_behavior="focus",
+        )
+
+    def on_mount(self) -> None:
+        # A blinking cursor only helps on a real terminal; headless runs (tests, snapshots,
+        # screenshots) must render the same frame every time.
+        if self.app.is_headless:
+            self.cursor_blink = False
+
+    async def _on_key(self, event: events.Key) -> None:
+        # TextArea inserts a newline on Enter; here Enter submits, and newlines use ctrl+j.
+        if event.key == "enter":
+            event.stop()
+            event.prevent_default()
+            self.post_message(self.Submitted(self, self.text))
+            return
+        await super()._on_key(event)
+
+    def action_newline(self) -> None:
+        start, end = self.selection
+        self.replace("\n", start, end, maintain_selection_offset=False)
+
+    def set_busy(self, why: str | None) -> None:
+        """Show why Enter would not send now (None: it would); typing works either way."""
+        self.set_class(why is not None, "-busy")
+        self.placeholder = why or PLACEHOLDER

@@ -1,0 +1,65 @@
+"""Provides the README screenshot: `python tests/snapshots/make_screenshot.py` writes docs/screenshot.*.
+
+It runs the snapshot tests' fixed scene headless, holds a short conversation with the offline
+simulator and exports the screen. The PNG needs cairosvg (`pip install cairosvg`, not a project
+dependency) or `rsvg-convert` (Debian: librsvg2-bin); without either, only the SVG is written.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from snapshot_scene import SIZE, fixed_surroundings, make_app, open_runtime, send
+
+DOCS = Path(__file__).resolve().parents[2] / "docs"
+MESSAGES = ("hello", "what files are in this project?")
+
+
+async def export_svg() -> str:
+    with fixed_surroundings(), tempfile.TemporaryDirectory() as data_dir:
+        runtime = open_runtime(Path(data_dir))
+        try:
+            app = make_app(runtime)
+            async with app.run_test(size=SIZE) as pilot:
+                for text in MESSAGES:
+                    await send(pilot, text)
+                return app.export_screenshot(title="Foya")
+        finally:
+            runtime.close()
+
+
+def to_png(svg: Path, png: Path) -> bool:
+    # cairosvg first: rsvg-convert drops the leading spaces of text runs ("config.toml(see").
+    try:
+        import cairosvg  # type: ignore[import-not-found]
+    except ImportError:
+        cairosvg = None
+    if cairosvg is not None:
+        cairosvg.svg2png(url=str(svg), write_to=str(png), scale=1.5)
+        return True
+    if shutil.which("rsvg-convert"):
+        subprocess.run(["rsvg-convert", "--zoom", "1.5", str(svg), "-o", str(png)], check=True)
+        return True
+    return False
+
+
+def main() -> int:
+    DOCS.mkdir(exist_ok=True)
+    svg = DOCS / "screenshot.svg"
+    svg.write_text(asyncio.run(export_svg()), encoding="utf-8")
+    print(f"wrote {svg}")
+    png = DOCS / "screenshot.png"
+    if to_png(svg, png):
+        print(f"wrote {png}")
+    else:
+        print("no rsvg-convert or cairosvg: PNG not written", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

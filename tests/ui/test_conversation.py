@@ -1,0 +1,328 @@
+"""Provides tests of the conversation screen against a real Runtime, SQLite file and simulator."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Awaitable, Callable
+
+import pytest
+from textual.binding import Binding
+from textual.color import Color
+from textual.command import CommandList
+from textual.geometry import Region
+from textual.pilot import Pilot
+from textual.widget import Widget
+
+from foya_tui.runtime.model import EventKind
+from foya_tui.runtime.runtime import Runtime
+from foya_tui.runtime.updates import ReplyDelta, TurnFinished, TurnStarted
+from foya_tui.settings import Settings
+from foya_tui.ui.app import FoyaApp
+from foya_tui.ui.messages import RuntimeUpdated
+from foya_tui.ui.screens.conversation import ConversationScreen
+from foya_tui.ui.widgets.message_list import MAX_BLOCKS
+from foya_tui.ui.widgets.prompt import Prompt
+
+SIZE = (100, 30)
+Send = Callable[[Pilot[None], str], Awaitable[None]]
+
+
+def visible_text(widget: Widget) -> str:
+    """What the widget shows on screen, as plain text (rendered, so markup would have been applied)."""
+    lines: list[str] = []
+    for node in [widget, *widget.query("*")]:
+        if node.children or not node.display:
+            continue
+        region = Region(0, 0, node.size.width, node.size.height)
+        lines += [strip.text.strip() for strip in node.render_lines(region)]
+    return "\n".join(line for line in lines if line)
+
+
+def notifications(app: FoyaApp) -> list[tuple[str, str]]:
+    # Textual has no public accessor for the notifications on screen; the app keeps them here.
+    return [(note.message, note.severity) for note in app._notifications]
+
+
+def roles(app: FoyaApp) -> list[str]:
+    return [block.role for block in app.conversation.messages.blocks]
+
+
+def header(app: FoyaApp) -> str:
+    return visible_text(app.conversation.query_one("#header"))
+
+
+async def test_hello_streams_a_reply_and_stores_the_turn(app: FoyaApp, runtime: Runtime, wait_until) -> None:
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_until(pilot, lambda: app.conversation.ready)
+        assert "new session · foya-sim/small (simulator)" in header(app)
+        await pilot.press(*"hello", "enter")
+        await wait_until(pilot, lambda: len(roles(app)) == 2 and app.conversation.ready)
+
+        user, reply = app.conversation.messages.blocks
+        assert (user.role, user.text) == ("user", "hello")
+        assert reply.role == "assistant"
+        assert "offline simulator" in reply.text
+        assert "offline simulator" in visible_text(reply)
+        assert app.conversation.query_one(Prompt).text == ""
+
+        session = app.session
+        assert session is not None
+        assert f"session {session.info.short_id} · foya-sim/small (simulator)" in header(app)
+        events = runtime.store.events(session.id)
+        kinds = [event.kind for event in events]
+        assert EventKind.USER_MESSAGE in kinds and EventKind.ASSISTANT_MESSAGE in kinds
+        stored = next(e for e in events if e.kind is EventKind.ASSISTANT_MESSAGE)
+        assert stored.payload["text"] == reply.text  # what streamed is exactly what was stored
+        assert notifications(app) == []
+
+
+async def test_ctrl_j_inserts_a_newline_and_does_not_send(app: FoyaApp, wait_until) -> None:
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_until(pilot, lambda: app.conversation.ready)
+        prompt = app.conversation.query_one(Prompt)
+        await pilot.press("a", "ctrl+j", "b")
+        assert prompt.text == "a\nb"
+        assert roles(app) == [] and app.session is None
+
+        await pilot.press("enter")
+        await wait_until(pilot, lambda: len(roles(app)) == 2 and app.conversation.ready)
+        assert app.conversation.messages.blocks[0].text == "a\nb"
+
+
+async def test_blank_messages_are_not_sent(app: FoyaApp, wait_until) -> None:
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_until(pilot, lambda: app.conversation.ready)
+        await pilot.press("space", "ctrl+j", "space", "enter")
+        await pilot.pause(0.2)
+        assert roles(app) == []
+        assert app.session is None  # nothing sent, so no session was created either
+
+
+async def test_textual_markup_in_messages_is_shown_literally(app: FoyaApp, send: Send) -> None:
+    text = "[bold]x[/bold] [link='x']y[/link]"
+    async with app.run_test(size=SIZE) as pilot:
+        await send(pilot, text)
+        user, reply = app.conversation.messages.blocks
+        assert text in visible_text(user)
+        # The simulator quotes the request, so the model's Markdown carries the markup too.
+        assert text in reply.text
+        assert text in visible_text(reply)
+
+
+async def test_escape_sequences_are_stripped(app: FoyaApp, send: Send, wait_until) -> None:
+    async with app.run_test(size=SIZE) as pilot:
+        await send(pilot, "hello \x1b[31mred\x1b[0m \x1b]0;retitled\x07world\x07")
+        user = app.conversation.messages.blocks[0]
+        assert user.text == "hello red world"
+        assert "\x1b" not in visible_text(user) and "retitled" not in visible_text(user)
+
+        # A reply may split an escape sequence across fragments; none of it may reach the screen.
+        screen = app.conversation
+        for update in (
+            TurnStarted("s", 1, "r", "m"),
+            ReplyDelta("s", "plain \x1b["),
+            ReplyDelta("s", "1;31mbold red\x1b[0m and \x1b]8;;https://x.example\x1b"),
+            ReplyDelta("s", "\\link\r"),
+            ReplyDelta("s", "\nnext line"),
+            TurnFinished("s", 2, "", "stop", None),
+        ):
+            screen.post_message(RuntimeUpdated(update))
+        last = lambda: screen.messages.blocks[-1]  # noqa: E731
+        await wait_until(pilot, lambda: len(roles(app)) == 3 and not last().has_class("-streaming"))
+        streamed = last().text
+        assert streamed == "plain bold red and link\nnext line"
+
+
+async def test_the_view_follows_the_reply_unless_the_user_scrolled_up(
+    app: FoyaApp, send: Send, wait_until
+) -> None:
+    async with app.run_test(size=SIZE) as pilot:
+        messages = app.conversation.messages
+        for _ in range(3):
+            await send(pilot, "hello")
+        assert messages.max_scroll_y > 0
+        assert messages.scroll_y == messages.max_scroll_y  # followed the replies to the end
+
+        messages.scroll_to(y=0, animate=False)  # what a mouse wheel or a key does: releases the follow
+        await pilot.pause()
+        for update in (TurnStarted("s", 1, "r", "m"), ReplyDelta("s", "more text\n\n" * 20)):
+            app.conversation.post_message(RuntimeUpdated(update))
+        await wait_until(pilot, lambda: "more text" in messages.blocks[-1].text)
+        await pilot.pause(0.1)
+        assert messages.scroll_y == 0  # the user's reading position was kept
+        app.conversation.post_message(RuntimeUpdated(TurnFinished("s", 2, "", "stop", None)))
+        await wait_until(pilot, lambda: app.conversation.ready)
+
+        await send(pilot, "hello")  # sending jumps back to the end and follows again
+        assert messages.scroll_y == messages.max_scroll_y
+
+
+async def test_a_quota_error_is_one_notification_and_the_app_keeps_working(
+    app: FoyaApp, send: Send, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FOYA_SIM_FAULTS", "quota")
+    async with app.run_test(size=SIZE) as pilot:
+        await send(pilot, "hello")
+        assert roles(app) == ["user"]  # the failed reply produced no text, so no empty block stays
+        errors = [(message, severity) for message, severity in notifications(app) if severity == "error"]
+        assert len(errors) == 1
+        message = errors[0][0]
+        assert "quota" in message.lower() and "\n" not in message and "Traceback" not in message
+        marker = app.conversation.messages.query_children(".marker").last()
+        assert visible_text(marker).startswith("✗")
+
+        monkeypatch.delenv("FOYA_SIM_FAULTS")
+        await send(pilot, "hello")
+        assert roles(app) == ["user", "user", "assistant"]
+        assert "offline simulator" in app.conversation.messages.blocks[-1].text
+
+
+async def test_a_rate_limit_retry_is_announced_then_the_reply_arrives(
+    app: FoyaApp, send: Send, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FOYA_SIM_FAULTS", "429x1")
+    async with app.run_test(size=SIZE) as pilot:
+        await send(pilot, "hello")
+        assert roles(app) == ["user", "assistant"]
+        assert [severity for _, severity in notifications(app)] == ["information"]
+        assert "retrying" in notifications(app)[0][0]
+
+
+async def test_escape_cancels_a_waiting_turn_and_enter_does_not_send_meanwhile(
+    make_runtime: Callable[..., Runtime], wait_until, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FOYA_SIM_FAULTS", "429")
+    # A long backoff keeps the turn running (waiting to retry) until it is cancelled.
+    app = FoyaApp(make_runtime(Settings(retry_backoff=60.0)))
+    async with app.run_test(size=SIZE) as pilot:
+        screen = app.conversation
+        await wait_until(pilot, lambda: screen.ready)
+        await pilot.press(*"hello", "enter")
+        await wait_until(pilot, lambda: any("retrying" in message for message, _ in notifications(app)))
+        assert screen.turn_running and screen.check_action("cancel_turn", ())
+
+        await pilot.press(*"next", "enter")
+        assert screen.query_one(Prompt).text == "next"  # kept, not sent
+        assert roles(app).count("user") == 1
+
+        await pilot.press("escape")
+        await wait_until(pilot, lambda: screen.ready)
+        assert roles(app) == ["user"]  # the reply never started, so its empty block is gone
+        assert visible_text(screen.messages.query_children(".marker").last()) == "cancelled"
+        assert not [message for message, severity in notifications(app) if severity == "error"]
+        assert screen.query_one(Prompt).text == "next"
+        assert not screen.check_action("cancel_turn", ())
+
+
+async def test_resume_renders_the_stored_history(make_runtime: Callable[..., Runtime], send: Send) -> None:
+    headless = make_runtime()
+    session = headless.new_session()
+    first = list(session.send("hello"))
+    list(session.send("what files are in this project?"))
+    assert isinstance(first[-1], TurnFinished)
+
+    app = FoyaApp(make_runtime(), session_id=session.id)
+    async with app.run_test(size=SIZE) as pilot:
+        await send(pilot, "thanks")
+        assert roles(app) == ["user", "assistant"] * 3
+        blocks = app.conversation.messages.blocks
+        assert blocks[0].text == "hello"
+        assert blocks[1].text == first[-1].text
+        assert "README.md" in blocks[3].text  # the simulator listed the fixed working directory
+        assert f"session {session.info.short_id}" in header(app)
+        assert app.session is not None and app.session.id == session.id
+
+
+async def test_a_long_session_mounts_only_its_last_messages(
+    runtime: Runtime, app: FoyaApp, wait_until
+) -> None:
+    count = MAX_BLOCKS + 57
+    roles_ = ("user", "assistant")
+    lines = [json.dumps({"role": roles_[i % 2], "content": f"message {i}"}) for i in range(count)]
+    info = runtime.import_transcript("\n".join(lines).encode(), "long.jsonl")
+    app = FoyaApp(runtime, session_id=info.id)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_until(pilot, lambda: app.conversation.ready)
+        blocks = app.conversation.messages.blocks
+        assert len(blocks) == MAX_BLOCKS
+        assert blocks[-1].text == f"message {count - 1}"
+        note = app.conversation.messages.query_children(".earlier").first()
+        assert visible_text(note) == "57 earlier messages not shown"
+
+
+async def test_an_unknown_session_is_one_error_and_a_new_conversation(runtime: Runtime, wait_until) -> None:
+    app = FoyaApp(runtime, session_id="0123456789")
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_until(pilot, lambda: app.conversation.ready)
+        assert [severity for _, severity in notifications(app)] == ["error"]
+        assert "new session" in header(app)
+
+
+async def test_session_new_starts_a_fresh_conversation(app: FoyaApp, send: Send) -> None:
+    async with app.run_test(size=SIZE) as pilot:
+        await send(pilot, "hello")
+        first = app.session
+        await app.action_new_session()
+        await pilot.pause()
+        assert roles(app) == [] and app.session is None
+        assert "new session" in header(app)
+        await send(pilot, "hello")
+        assert app.session is not None and first is not None and app.session.id != first.id
+
+
+async def test_theme_toggles_to_light_from_the_palette(app: FoyaApp, wait_until) -> None:
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_until(pilot, lambda: app.conversation.ready)
+        assert app.theme == "foya-dark"
+        await pilot.press("ctrl+p")
+        await pilot.press(*"theme: toggle")
+        await wait_until(pilot, lambda: app.screen.query_one(CommandList).option_count > 0)
+        await pilot.press("enter")
+        await wait_until(pilot, lambda: app.theme == "foya-light")
+        assert isinstance(app.screen, ConversationScreen)
+        assert app.screen.styles.background == Color.parse("#FAFAF7")
+        app.action_toggle_theme()
+        assert app.theme == "foya-dark"
+
+
+async def test_an_unknown_theme_falls_back_to_foya_dark_with_a_warning(runtime: Runtime, wait_until) -> None:
+    app = FoyaApp(runtime, theme="no-such-theme")
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_until(pilot, lambda: app.conversation.ready)
+        assert app.theme == "foya-dark"
+        assert notifications(app) == [("Unknown theme 'no-such-theme'; using foya-dark.", "warning")]
+
+
+def test_every_binding_has_an_id_and_a_tooltip() -> None:
+    for owner in (FoyaApp, ConversationScreen, Prompt):
+        for binding in owner.BINDINGS:
+            assert isinstance(binding, Binding)
+            assert binding.id and binding.tooltip, f"{owner.__name__} {binding.key}"
+
+
+def test_start_up_imports_neither_litellm_nor_the_tokenizer(runtime: Runtime) -> None:
+    """Run the app headless in a fresh process until it is ready, then look at what was imported."""
+    script = f"""
+import asyncio, sys
+from pathlib import Path
+from foya_tui.paths import FoyaPaths
+from foya_tui.runtime.runtime import Runtime
+from foya_tui.settings import Settings
+from foya_tui.ui.app import FoyaApp
+
+async def main():
+    database = Path({str(runtime.paths.database)!r})
+    app = FoyaApp(Runtime(Settings(), FoyaPaths(database.parent, database.parent, database)))
+    async with app.run_test() as pilot:
+        while not app.conversation.ready:
+            await pilot.pause(0.01)
+    loaded = [name for name in ("litellm", "tiktoken") if name in sys.modules]
+    print(",".join(loaded) or "none")
+
+asyncio.run(main())
+"""
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "none"
