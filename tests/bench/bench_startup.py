@@ -1,0 +1,92 @@
+"""Provides a benchmark of `foya`'s start-up: process start to first painted frame, against a
+bare Textual app that shows one label, measured side by side.
+
+Run: `python tests/bench/bench_startup.py [--rounds N]`. Each round starts both as fresh
+processes (alternating, so machine noise hits both alike) in headless mode; each exits right
+after its first refresh. Foya starts exactly as `foya` does (settings, database, theme, the
+conversation screen) on a fresh FOYA_HOME. The target is under 1.5x the bare app, with LiteLLM
+not imported on that path (checked and printed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+BARE_APP = """
+from textual.app import App
+from textual.widgets import Label
+
+class Bare(App):
+    def compose(self):
+        yield Label("hello")
+
+    def on_mount(self):
+        self.call_after_refresh(self.exit)
+
+Bare().run(headless=True)
+"""
+
+FOYA_APP = """
+import json, sys
+from pathlib import Path
+import foya_tui.ui.app
+from foya_tui.paths import resolve_paths
+from foya_tui.runtime.runtime import Runtime
+from foya_tui.settings import load_settings
+from foya_tui.ui.app import FoyaApp
+
+class FirstFrame(FoyaApp):
+    # Defined in a -c script, so Textual cannot resolve a relative CSS path from this class.
+    CSS_PATH = str(Path(foya_tui.ui.app.__file__).parent / FoyaApp.CSS_PATH)
+
+    def on_mount(self):
+        super().on_mount()
+        self.call_after_refresh(self.exit)
+
+paths = resolve_paths()
+runtime = Runtime(load_settings(paths.config_file), paths)
+FirstFrame(runtime).run(headless=True)
+runtime.close()
+print(json.dumps({"litellm": "litellm" in sys.modules, "tiktoken": "tiktoken" in sys.modules}))
+"""
+
+
+def timed(code: str, env: dict[str, str]) -> tuple[float, str]:
+    started = time.perf_counter()
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+    return time.perf_counter() - started, result.stdout
+
+
+def main() -> None:
+    import os
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=7)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as home:
+        env = {**os.environ, "FOYA_HOME": home}
+        timed(FOYA_APP, env)  # the first run creates the database and byte-compiles: not timed
+        bare, foya = [], []
+        modules = ""
+        for _ in range(args.rounds):
+            bare.append(timed(BARE_APP, env)[0])
+            elapsed, output = timed(FOYA_APP, env)
+            foya.append(elapsed)
+            modules = output.strip().splitlines()[-1]
+    bare_s, foya_s = statistics.median(bare), statistics.median(foya)
+    loaded = json.loads(modules)
+    print(f"start to first frame, median of {args.rounds} alternating rounds (fresh processes, headless)")
+    print(f"  bare Textual app (one label) : {bare_s * 1000:8.0f} ms")
+    print(f"  foya                         : {foya_s * 1000:8.0f} ms")
+    print(f"  foya / bare                  : {foya_s / bare_s:8.2f}x   (target < 1.5)")
+    print(f"  litellm imported before first frame: {loaded['litellm']}; tiktoken: {loaded['tiktoken']}")
+
+
+if __name__ == "__main__":
+    main()
