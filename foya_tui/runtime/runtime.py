@@ -16,7 +16,7 @@ from foya_tui.runtime.context.compiler import ContextCompiler, RequestView
 from foya_tui.runtime.model import SessionInfo
 from foya_tui.runtime.providers.catalog import model_info, simulator_models
 from foya_tui.runtime.providers.client import ProviderClient
-from foya_tui.runtime.providers.routes import Route, make_route
+from foya_tui.runtime.providers.routes import Route, route_for
 from foya_tui.runtime.session import RetryPolicy, Session
 from foya_tui.runtime.store import EventStore, open_database
 from foya_tui.runtime.store.events import utc_now
@@ -71,11 +71,8 @@ class Runtime:
     # -- routes ---------------------------------------------------------------------------
 
     def route_for(self, model: str | None = None, connection: str | None = None) -> Route:
-        """The route of a model: on the given connection, else the model's configured one, else
-        the default connection."""
-        model = model or self.settings.model
-        conn = self.settings.connection_for(connection or self.settings.model_settings(model).connection)
-        return make_route(model, conn.name, conn.api_base)
+        """The route of a model under these settings (pure: touches neither SQLite nor a provider)."""
+        return route_for(self.settings, model, connection)
 
     def routes(self, session_id: str | None = None) -> list[RouteOption]:
         """Every route the switcher offers: the default, each configured model, the simulator's."""

@@ -26,6 +26,7 @@ from foya_tui.runtime.providers.errors import FailureKind, ProviderError, output
 from foya_tui.runtime.providers.litellm_client import retry_delay, sleep_unless_cancelled
 from foya_tui.runtime.providers.routes import Route
 from foya_tui.runtime.store import EventStore
+from foya_tui.runtime.text import clean_user_text
 from foya_tui.runtime.updates import (
     ContextUpdated,
     ReplyDelta,
@@ -47,13 +48,6 @@ class EmptyMessageError(ValueError):
 class RetryPolicy:
     max_retries: int = 2
     backoff_seconds: float = 1.0
-
-
-def clean_user_text(text: str) -> str:
-    """User text as stored: terminal escapes and control characters (but newlines and tabs) removed."""
-    from foya_tui.runtime.text import strip_control
-
-    return strip_control(text).strip()
 
 
 @dataclass

@@ -29,3 +29,8 @@ def strip_control(text: str) -> str:
     """
     text = text.replace("\r\n", "\n").replace("\r", "\n")
     return _CONTROLS.sub("", _ESCAPES.sub("", text))
+
+
+def clean_user_text(text: str) -> str:
+    """User text as stored: escapes and control characters removed, outer whitespace trimmed."""
+    return strip_control(text).strip()

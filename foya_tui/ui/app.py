@@ -7,7 +7,7 @@ tokenizer load on the first request, and SQLite is only touched from the Bridge'
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
@@ -21,6 +21,7 @@ from foya_tui.ui.themes import DEFAULT_THEME, register_themes, toggled_theme
 if TYPE_CHECKING:
     from foya_tui.runtime.runtime import Runtime
     from foya_tui.runtime.session import Session
+    from foya_tui.settings import Settings
 
 
 class FoyaApp(App[None]):
@@ -44,12 +45,15 @@ class FoyaApp(App[None]):
 
     def __init__(
         self,
-        runtime: Runtime,
+        runtime: Runtime | Callable[[], Runtime],
         *,
+        settings: Settings | None = None,
         session_id: str | None = None,
         model: str | None = None,
         theme: str | None = None,
     ) -> None:
+        """`runtime` is a Runtime, or a factory called in a worker after the first frame (then
+        `settings` must be given: the theme is needed before the runtime exists)."""
         super().__init__()
         self.runtime = runtime
         self._session_id = session_id
@@ -57,7 +61,8 @@ class FoyaApp(App[None]):
         self._conversation: ConversationScreen | None = None
         self.add_mode(self.DEFAULT_MODE, self._make_conversation)
         register_themes(self)
-        wanted = theme or runtime.settings.theme
+        settings = settings or getattr(runtime, "settings", None)
+        wanted = theme or (settings.theme if settings is not None else DEFAULT_THEME)
         self._theme_problem: str | None = None
         if wanted not in self.available_themes:
             self._theme_problem = f"Unknown theme {wanted!r}; using {DEFAULT_THEME}."
@@ -77,6 +82,13 @@ class FoyaApp(App[None]):
     def conversation(self) -> ConversationScreen:
         assert self._conversation is not None, "the app is not running"
         return self._conversation
+
+    @property
+    def opened_runtime(self) -> Runtime | None:
+        """The runtime, once it exists (a factory is called only when the session opens)."""
+        if self._conversation is not None:
+            return self._conversation.bridge.runtime
+        return None if callable(self.runtime) else self.runtime
 
     @property
     def session(self) -> Session | None:
@@ -110,23 +122,41 @@ def run_app(
 ) -> int:
     """Run the TUI until the user quits; then say on stderr how to resume the session."""
     from foya_tui.paths import resolve_paths
-    from foya_tui.runtime.runtime import Runtime
+    from foya_tui.runtime.providers.routes import route_for
     from foya_tui.settings import load_settings
 
     paths = resolve_paths(database=database)
     settings = load_settings(paths.config_file)
-    runtime = Runtime(settings, paths)
+    # Checked before the app starts, so a mistyped model or connection is one line on stderr
+    # (exit 2) rather than a screen that cannot do anything.
+    route_for(settings, model)
+
+    def open_runtime() -> Runtime:
+        from foya_tui.runtime.runtime import Runtime
+
+        return Runtime(settings, paths)
+
+    runtime: Runtime | None = None
+    session_id = None
+    if session:
+        # Resuming: the id is checked first (an unknown one is exit 2), which opens the database now.
+        runtime = open_runtime()
+        try:
+            session_id = runtime.store.find_session(session).id
+        except Exception:
+            runtime.close()
+            raise
+    # A new conversation gets a factory: the runtime is imported and the database opened in a
+    # worker, after the first frame (tests/bench/bench_startup.py).
+    app = FoyaApp(runtime or open_runtime, settings=settings, session_id=session_id, model=model)
     try:
-        # Checked before the app starts, so a mistyped id or model is one line on stderr (exit 2)
-        # rather than a screen that cannot do anything.
-        runtime.route_for(model)
-        session_id = runtime.store.find_session(session).id if session else None
-        app = FoyaApp(runtime, session_id=session_id, model=model)
         app.run()
     finally:
-        runtime.close()
-    opened = app.session
-    if opened is not None:
-        short = opened.info.short_id
+        opened = app.opened_runtime
+        if opened is not None:
+            opened.close()
+    session_opened = app.session
+    if session_opened is not None:
+        short = session_opened.info.short_id
         print(f"Session {short} saved. Resume: foya --session {short}", file=sys.stderr)
     return app.return_code or 0

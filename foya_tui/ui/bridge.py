@@ -7,6 +7,7 @@ invisible widget so that its messages bubble to the screen that mounted it.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from textual import work
@@ -34,9 +35,12 @@ class Bridge(Widget):
 
     DEFAULT_CSS = "Bridge { display: none; }"
 
-    def __init__(self, runtime: Runtime, *, model: str | None = None) -> None:
+    def __init__(self, runtime: Runtime | Callable[[], Runtime], *, model: str | None = None) -> None:
+        """`runtime` may be a factory: `foya` passes one, so that importing the runtime and opening
+        the database happen in a worker after the first frame, not before it."""
         super().__init__()
-        self._runtime = runtime
+        self._open_runtime = runtime if callable(runtime) else None
+        self.runtime: Runtime | None = None if callable(runtime) else runtime
         self._model = model
         # Written by workers, read by the UI only after the message announcing them arrived.
         self._route: Route | None = None
@@ -52,10 +56,13 @@ class Bridge(Widget):
     def start(self, session_id: str | None = None) -> None:
         """Resolve the route, then resume `session_id` (posting its history) or wait for a first send."""
         try:
-            self._route = self._runtime.route_for(self._model)
+            if self.runtime is None and self._open_runtime is not None:
+                self.runtime = self._open_runtime()
+            assert self.runtime is not None
+            self._route = self.runtime.route_for(self._model)
             if session_id is not None:
-                session = self._runtime.open_session(session_id, self._route)
-                events = self._runtime.store.events(session.id)
+                session = self.runtime.open_session(session_id, self._route)
+                events = self.runtime.store.events(session.id)
                 self._session = session
                 self.post_message(SessionOpened(session, events))
                 return
@@ -91,8 +98,10 @@ class Bridge(Widget):
         worker = get_current_worker()
         try:
             session = self._session
+            runtime = self.runtime
+            assert runtime is not None, "a turn starts only after the session was opened"
             if session is None:
-                session = self._runtime.new_session(self._route or self._runtime.route_for(self._model))
+                session = runtime.new_session(self._route or runtime.route_for(self._model))
                 self._session = session
                 self.post_message(SessionCreated(session))
             for update in session.send(text, cancel):

@@ -264,3 +264,12 @@ def test_context_for_an_unknown_model_is_quiet_and_uses_b3(capsys, workdir: Path
     report = json_lines(out)[0]
     assert code == 0 and err == ""
     assert report["window"] is None and report["high_water"] == 32_768
+
+
+def test_tui_with_an_unknown_session_or_connection_is_one_line_exit_2(capsys, isolated_home: Path) -> None:
+    code, _, err = run_cli(capsys, "--session", "abcdef")
+    assert code == 2 and err.strip() == "foya: no session 'abcdef'"
+    isolated_home.mkdir(parents=True, exist_ok=True)
+    (isolated_home / "config.toml").write_text('[models."acme/x"]\nconnection = "default"\n')
+    code, _, err = run_cli(capsys, "--model", "acme/x", "--session", "abc")
+    assert code == 2 and len(err.strip().splitlines()) == 1

@@ -198,3 +198,20 @@ def test_a_version_1_database_migrates_forward(tmp_path: Path) -> None:
     assert store.events(info.id)[0].payload == {"text": "from v1"}
     assert store.artifact(info.id, "0" * 64) is None
     database.close()
+
+
+def test_close_closes_the_connections_worker_threads_opened(tmp_path: Path) -> None:
+    database = open_database(tmp_path / "threads.sqlite3")
+    store = EventStore(database)
+    info = store.create_session()
+    threads = [threading.Thread(target=store.append, args=(info.id, [user("x")])) for _ in range(3)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    opened = list(database.connection._opened)
+    assert len(opened) >= 3
+    database.close()
+    for connection in opened:
+        with pytest.raises(sqlite3.ProgrammingError):
+            connection.execute("SELECT 1")

@@ -326,3 +326,25 @@ asyncio.run(main())
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "none"
+
+
+async def test_a_runtime_factory_is_opened_in_a_worker_after_the_first_frame(
+    make_runtime: Callable[..., Runtime], wait_until
+) -> None:
+    """`foya` hands the app a factory: the first frame must not wait for the runtime or SQLite."""
+    opened: list[Runtime] = []
+    painted_before_open: list[bool] = []
+
+    def open_runtime() -> Runtime:
+        painted_before_open.append(app.screen.is_mounted)
+        opened.append(make_runtime())
+        return opened[0]
+
+    app = FoyaApp(open_runtime, settings=Settings())
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_until(pilot, lambda: app.conversation.ready)
+        assert painted_before_open == [True] and app.opened_runtime is opened[0]
+        await pilot.press(*"hello", "enter")
+        await wait_until(pilot, lambda: len(roles(app)) == 2 and app.conversation.ready)
+        assert app.session is not None
+        assert len(opened[0].store.events(app.session.id)) == 3

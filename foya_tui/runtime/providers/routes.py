@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from foya_tui.runtime.digests import digest_of
+from foya_tui.settings import Settings
 
 SIMULATOR_PROTOCOL = "foya-sim"
 DEFAULT_PROTOCOL = "openai"  # what LiteLLM assumes for a bare model name such as "gpt-4.1"
@@ -60,3 +61,11 @@ def make_route(model: str, connection: str, api_base: str | None = None) -> Rout
     # the simulator's identity into several routes.
     endpoint = "" if protocol == SIMULATOR_PROTOCOL else normalise_endpoint(api_base)
     return Route(connection=connection, protocol=protocol, endpoint=endpoint, model=model)
+
+
+def route_for(settings: Settings, model: str | None = None, connection: str | None = None) -> Route:
+    """The route of a model: on the given connection, else the model's configured one, else the
+    default connection (raises SettingsError for an unknown connection, ValueError for no model)."""
+    model = model or settings.model
+    conn = settings.connection_for(connection or settings.model_settings(model).connection)
+    return make_route(model, conn.name, conn.api_base)

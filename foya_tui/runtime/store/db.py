@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,6 +19,39 @@ PRAGMAS = {
 }
 
 
+class _TrackedSqliteDatabase(peewee.SqliteDatabase):
+    """peewee keeps one connection per thread; this remembers them all so `close_all` can close
+    the ones that worker threads opened (a worker thread never closes its own)."""
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)
+        self._opened: list[sqlite3.Connection] = []
+        self._opened_lock = threading.Lock()
+
+    def _connect(self) -> sqlite3.Connection:
+        connection = super()._connect()
+        with self._opened_lock:
+            self._opened = [c for c in self._opened if _is_open(c)]
+            self._opened.append(connection)
+        return connection
+
+    def close_all(self) -> None:
+        if not self.is_closed():
+            self.close()
+        with self._opened_lock:
+            opened, self._opened = self._opened, []
+        for connection in opened:
+            connection.close()
+
+
+def _is_open(connection: sqlite3.Connection) -> bool:
+    try:
+        connection.total_changes  # noqa: B018 - raises ProgrammingError once closed
+    except sqlite3.ProgrammingError:
+        return False
+    return True
+
+
 class StoreError(RuntimeError):
     """The database cannot be used (unreadable file, newer schema, corrupt state)."""
 
@@ -27,12 +61,12 @@ class Database:
     """An open database and the table models bound to it."""
 
     path: Path
-    connection: peewee.SqliteDatabase
+    connection: _TrackedSqliteDatabase
     tables: Tables
 
     def close(self) -> None:
-        if not self.connection.is_closed():
-            self.connection.close()
+        """Close every connection, including those opened by worker threads."""
+        self.connection.close_all()
 
 
 def _current_version(connection: peewee.SqliteDatabase, tables: Tables) -> int:
@@ -47,7 +81,7 @@ def open_database(path: Path | str) -> Database:
     path.parent.mkdir(parents=True, exist_ok=True)
     # lock_type IMMEDIATE: every transaction takes the write lock at BEGIN, so two writers never
     # deadlock upgrading a read lock; busy_timeout makes the second one wait instead.
-    connection = peewee.SqliteDatabase(
+    connection = _TrackedSqliteDatabase(
         str(path), pragmas=PRAGMAS, lock_type="IMMEDIATE", check_same_thread=False
     )
     tables = define_tables(connection)

@@ -6,6 +6,7 @@ calls the runtime itself.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, ClassVar
 
 from textual.app import ComposeResult
@@ -14,7 +15,7 @@ from textual.content import Content
 from textual.screen import Screen
 from textual.widgets import Footer, Static
 
-from foya_tui.runtime.session import clean_user_text
+from foya_tui.runtime.text import clean_user_text
 from foya_tui.runtime.updates import ReplyDelta, RetryScheduled, TurnFailed, TurnFinished, TurnStarted
 from foya_tui.ui.bridge import Bridge
 from foya_tui.ui.messages import BridgeFailed, RouteResolved, RuntimeUpdated, SessionCreated, SessionOpened
@@ -50,7 +51,13 @@ class ConversationScreen(Screen[None]):
         ),
     ]
 
-    def __init__(self, runtime: Runtime, *, session_id: str | None = None, model: str | None = None) -> None:
+    def __init__(
+        self,
+        runtime: Runtime | Callable[[], Runtime],
+        *,
+        session_id: str | None = None,
+        model: str | None = None,
+    ) -> None:
         super().__init__()
         self.bridge = Bridge(runtime, model=model)
         self._session_id = session_id
@@ -71,7 +78,9 @@ class ConversationScreen(Screen[None]):
         self._show_header(None)
         self._set_busy(OPENING)
         self.query_one(Prompt).focus()
-        self.bridge.start(self._session_id)
+        # After the first frame: the worker imports the runtime and opens SQLite, and that work
+        # would otherwise compete with the first paint for the interpreter.
+        self.call_after_refresh(self.bridge.start, self._session_id)
 
     @property
     def messages(self) -> MessageList:

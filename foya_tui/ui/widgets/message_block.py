@@ -6,13 +6,18 @@ which does not parse Textual markup either. Both are cleaned of terminal escapes
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Vertical
-from textual.widgets import Label, Markdown, Static
-from textual.widgets.markdown import MarkdownStream
+from textual.widgets import Label, Static
 
 from foya_tui.runtime.text import strip_control
+
+if TYPE_CHECKING:
+    from textual.widgets import Markdown
+    from textual.widgets.markdown import MarkdownStream
 
 ROLE_LABELS = {"user": "you", "assistant": "foya", "tool": "tool"}
 # Characters that open a terminal escape sequence. A stream may split a sequence across two
@@ -44,6 +49,10 @@ class MessageBlock(Vertical):
     def compose(self) -> ComposeResult:
         yield Label(ROLE_LABELS.get(self.role, self.role), classes="role")
         if self.role == "assistant":
+            # Imported here: Markdown pulls in markdown-it, which an empty screen does not need
+            # before its first frame (see tests/bench/bench_startup.py).
+            from textual.widgets import Markdown
+
             yield Markdown(self._text, classes="body")
         else:
             yield Static(Text(self._text), classes="body")
@@ -54,8 +63,13 @@ class MessageBlock(Vertical):
     def text(self) -> str:
         """The text as displayed (cleaned); for assistant blocks, what has streamed so far."""
         if self.role == "assistant":
-            return self.query_one(Markdown).source
+            return self._markdown().source
         return self._text
+
+    def _markdown(self) -> Markdown:
+        from textual.widgets import Markdown
+
+        return self.query_one(Markdown)
 
     def start_stream(self) -> None:
         """Mark the block as receiving a reply (assistant blocks only)."""
@@ -67,7 +81,9 @@ class MessageBlock(Vertical):
             # Created at the first fragment, not before: stopping a MarkdownStream whose task never
             # ran raises CancelledError in the caller (a turn that fails before any output).
             self.start_stream()
-            self._stream = Markdown.get_stream(self.query_one(Markdown))
+            from textual.widgets import Markdown
+
+            self._stream = Markdown.get_stream(self._markdown())
         ready, self._held = split_escape_tail(self._held + fragment)
         await self._stream.write(strip_control(ready))
 
