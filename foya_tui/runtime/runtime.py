@@ -119,6 +119,10 @@ class Runtime:
             artifacts=transcript.artifacts,
         )
 
+    def preview_context(self, route: Route | None = None) -> RequestView:
+        """What a new conversation's first request would carry before any message (for the meter)."""
+        return self.compiler.preview(route or self.route_for())
+
     def context(self, id_or_prefix: str, route: Route | None = None) -> RequestView:
         """Compile a session's next request without sending it."""
         return self.open_session(id_or_prefix, route).context()

@@ -299,3 +299,11 @@ def test_route_options_list_simulators_configured_models_and_baselines(tmp_path:
         assert list(options) == ["foya-sim/small", "openai/gpt-4.1", "foya-sim/large"]
         assert options["foya-sim/small"].has_baseline and not options["foya-sim/large"].has_baseline
         assert options["openai/gpt-4.1"].window == 1_000_000 and options["foya-sim/large"].window == 32_768
+
+
+def test_preview_of_a_new_conversation_has_only_pinned_context(runtime: Runtime) -> None:
+    view = runtime.preview_context(runtime.route_for("foya-sim/small"))
+    assert view.layers.history == view.layers.working_set == 0 and view.layers.pinned > 0
+    assert len(view.messages) == 1 and view.budget.input_budget == 6_144
+    assert view.estimate.source is EstimateSource.ESTIMATE
+    assert runtime.list_sessions() == []  # previewing creates nothing

@@ -316,6 +316,11 @@ class ContextCompiler:
             state.refresh(self._store)
             return frozenset(str(event.payload.get("route_id")) for event in state.usage_events)
 
+    def preview(self, route: Route) -> RequestView:
+        """The request a new conversation would start from on this route (no session yet): the
+        pinned context and the route's budget, for the meter before the first message."""
+        return self._compile(_SessionState(""), route)
+
     def compile(self, session_id: str, route: Route) -> RequestView:
         state = self._state(session_id)
         with state.lock:
