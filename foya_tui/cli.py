@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from foya_tui import __version__
+from foya_tui.settings import APPROVAL_MODES
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
@@ -46,6 +47,11 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--model", dest="run_model", metavar="M", help="LiteLLM model string")
     run.add_argument("--session", dest="run_session", metavar="ID", help="continue this session")
     run.add_argument("--json", action="store_true", help="print runtime updates as JSON lines")
+    run.add_argument(
+        "--approval",
+        choices=APPROVAL_MODES,
+        help="what tools may do: read-only, ask (refused headless: nobody can answer), auto",
+    )
 
     sessions = commands.add_parser("sessions", help="list sessions")
     sessions.add_argument("--json", action="store_true", help="print JSON")
@@ -76,7 +82,7 @@ def _open_runtime(args: argparse.Namespace):
 
     paths = resolve_paths(database=args.db)
     settings = load_settings(paths.config_file)
-    return Runtime(settings, paths)
+    return Runtime(settings, paths, approval_mode=getattr(args, "approval", None))
 
 
 def _print_json(value: object) -> None:
@@ -85,7 +91,14 @@ def _print_json(value: object) -> None:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    from foya_tui.runtime.updates import ReplyDelta, RetryScheduled, TurnFailed, TurnFinished
+    from foya_tui.runtime.updates import (
+        ReplyDelta,
+        RetryScheduled,
+        ToolCallFinished,
+        ToolCallStarted,
+        TurnFailed,
+        TurnFinished,
+    )
 
     prompt = sys.stdin.read() if args.prompt == "-" else args.prompt
     if not prompt.strip():
@@ -102,6 +115,11 @@ def _cmd_run(args: argparse.Namespace) -> int:
             elif isinstance(update, ReplyDelta):
                 sys.stdout.write(update.text)
                 sys.stdout.flush()
+            elif isinstance(update, ToolCallStarted):
+                print(f"foya: ▸ {update.name} {update.arguments}", file=sys.stderr)
+            elif isinstance(update, ToolCallFinished):
+                mark = "✗" if update.is_error else "✓"
+                print(f"foya:   {mark} {update.name}: {len(update.content):,} characters", file=sys.stderr)
             elif isinstance(update, RetryScheduled):
                 print(f"foya: {update.reason}; retrying in {update.delay_seconds:.1f} s", file=sys.stderr)
             elif isinstance(update, TurnFinished):

@@ -90,6 +90,22 @@ class BudgetSettings:
 
 
 @dataclass(frozen=True)
+class ToolSettings:
+    """Tool execution and the shortening of large tool results (SPEC T-1), `[tools]`."""
+
+    shell_timeout: float = 120.0
+    """Seconds a shell command may run before it is killed (the model may ask for less)."""
+    max_steps: int = 50
+    """Model calls per turn before Foya stops a runaway tool loop and asks the user."""
+    oversized_tokens: int = 2_000
+    """A tool result above this many tokens may be shortened in the model's view under pressure."""
+    head_chars: int = 3_000
+    """Characters kept from the start of a shortened result."""
+    tail_chars: int = 1_500
+    """Characters kept from the end of a shortened result."""
+
+
+@dataclass(frozen=True)
 class Settings:
     """Every setting Foya reads. Each field is documented; all have working defaults."""
 
@@ -103,6 +119,8 @@ class Settings:
     """Per-model overrides and the routes offered by the route switcher (`[models."NAME"]`)."""
     budget: BudgetSettings = field(default_factory=BudgetSettings)
     """Token budget numbers (`[budget]`)."""
+    tools: ToolSettings = field(default_factory=ToolSettings)
+    """Tool execution and large-result settings (`[tools]`)."""
     theme: str = "foya-dark"
     """Theme name: one of the files in `themes/` (`foya-dark`, `foya-light`) or a Textual theme."""
     approval_mode: str = "ask"
@@ -185,8 +203,9 @@ def settings_from_mapping(raw: Mapping[str, Any]) -> Settings:
     models = _named_tables(ModelSettings, raw.pop("models", {}), "models")
     budget = BudgetSettings(**_parse_table(BudgetSettings, raw.pop("budget", {}), "budget"))
     budget.validate()
-    values = _parse_table(Settings, raw, "", skip=frozenset({"connections", "models", "budget"}))
-    settings = Settings(connections=connections, models=models, budget=budget, **values)
+    tools = ToolSettings(**_parse_table(ToolSettings, raw.pop("tools", {}), "tools"))
+    values = _parse_table(Settings, raw, "", skip=frozenset({"connections", "models", "budget", "tools"}))
+    settings = Settings(connections=connections, models=models, budget=budget, tools=tools, **values)
     if settings.approval_mode not in APPROVAL_MODES:
         raise SettingsError(f"approval_mode must be one of {', '.join(APPROVAL_MODES)}")
     settings.connection_for()  # the default connection must exist

@@ -17,9 +17,11 @@ from foya_tui.runtime.model import SessionInfo
 from foya_tui.runtime.providers.catalog import model_info, simulator_models
 from foya_tui.runtime.providers.client import ProviderClient
 from foya_tui.runtime.providers.routes import Route, route_for
-from foya_tui.runtime.session import RetryPolicy, Session
+from foya_tui.runtime.session import RetryPolicy, Session, ToolRuntime
 from foya_tui.runtime.store import EventStore, open_database
 from foya_tui.runtime.store.events import utc_now
+from foya_tui.runtime.tools.approval import ApprovalPolicy, Approver
+from foya_tui.runtime.tools.registry import default_registry
 from foya_tui.runtime.transcripts import parse_transcript
 from foya_tui.settings import Settings
 
@@ -44,7 +46,11 @@ class Runtime:
         client: ProviderClient | None = None,
         workdir: Path | None = None,
         clock: Callable[[], datetime] = utc_now,
+        approval_mode: str | None = None,
+        approver: Approver | None = None,
     ) -> None:
+        """`approval_mode` overrides the settings' (`foya run --approval`); `approver` asks the
+        user in `ask` mode (the TUI's dialog; None in a headless run, which then refuses)."""
         self.settings = settings
         self.paths = paths
         self.workdir = (workdir or Path.cwd()).resolve()
@@ -55,8 +61,16 @@ class Runtime:
 
             client = LiteLLMClient(settings)
         self._client = client
+        self.registry = default_registry()
+        self.approval_mode = approval_mode or settings.approval_mode
+        self.approver = approver
         self.compiler = ContextCompiler(
-            self.store, settings, workdir=self.workdir, clock=clock, config_dir=paths.config_dir
+            self.store,
+            settings,
+            workdir=self.workdir,
+            clock=clock,
+            config_dir=paths.config_dir,
+            registry=self.registry,
         )
 
     def close(self) -> None:
@@ -95,6 +109,13 @@ class Runtime:
             route or self.route_for(),
             self._client,
             self.compiler,
+            tools=ToolRuntime(
+                registry=self.registry,
+                approval=ApprovalPolicy(self.approval_mode, self.approver),
+                workdir=self.workdir,
+                shell_timeout=self.settings.tools.shell_timeout,
+                max_steps=self.settings.tools.max_steps,
+            ),
             retry=RetryPolicy(self.settings.max_retries, self.settings.retry_backoff),
         )
 

@@ -1,15 +1,22 @@
 """Provides the Session: the turn loop over one conversation's event log.
 
-A turn appends the user message (one transaction), builds the request from valid history,
-streams the reply and appends the assistant message with its usage (one transaction). Every
+A turn appends the user message (one transaction), then runs steps: compile the request from
+valid history (SPEC X-5), stream the reply, append it with its usage (one transaction); when the
+reply calls tools, run them (with approval), append each result, and take the next step. Every
 step is reported as a RuntimeUpdate. Provider failures are classified; only rate limits and
-connection errors that happen before any output are retried, with Foya's own backoff.
+connection errors that happen before any output are retried, with Foya's own backoff. A
+cancelled turn closes every open tool call with a recorded result, so history never holds an
+incomplete tool group.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from dataclasses import dataclass
+import time
+from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
 
 from foya_tui.runtime.context.compiler import ContextCompiler, RequestView
 from foya_tui.runtime.model import EventKind, NewEvent, SessionInfo, ToolCall, Usage
@@ -22,22 +29,28 @@ from foya_tui.runtime.providers.client import (
     TextDelta,
     ToolCallDelta,
 )
-from foya_tui.runtime.providers.errors import FailureKind, ProviderError, output_limit_failure
+from foya_tui.runtime.providers.errors import ProviderError, output_limit_failure
 from foya_tui.runtime.providers.litellm_client import retry_delay, sleep_unless_cancelled
 from foya_tui.runtime.providers.routes import Route
 from foya_tui.runtime.store import EventStore
 from foya_tui.runtime.text import clean_user_text
+from foya_tui.runtime.tools.approval import ApprovalPolicy, ApprovalRequest
+from foya_tui.runtime.tools.registry import Effect, ToolContext, ToolRegistry, ToolResult
 from foya_tui.runtime.updates import (
     ContextUpdated,
     ReplyDelta,
     RetryScheduled,
     RuntimeUpdate,
+    ToolCallFinished,
+    ToolCallStarted,
     TurnFailed,
     TurnFinished,
     TurnStarted,
 )
 
 TITLE_LENGTH = 60
+CANCELLED_RESULT = "[cancelled by the user before this call finished]"
+PARALLEL_READS = 4
 
 
 class EmptyMessageError(ValueError):
@@ -56,6 +69,17 @@ class _Attempt:
     output_started: bool = False
 
 
+@dataclass(frozen=True)
+class ToolRuntime:
+    """What a session needs to run tools: the registry, approvals, the workspace and the limits."""
+
+    registry: ToolRegistry
+    approval: ApprovalPolicy
+    workdir: Path
+    shell_timeout: float = 120.0
+    max_steps: int = 50
+
+
 class Session:
     """One conversation: its store, its route and the turn loop."""
 
@@ -67,6 +91,7 @@ class Session:
         client: ProviderClient,
         compiler: ContextCompiler,
         *,
+        tools: ToolRuntime | None = None,
         retry: RetryPolicy = RetryPolicy(),
     ) -> None:
         self.store = store
@@ -74,6 +99,7 @@ class Session:
         self.route = route
         self._client = client
         self._compiler = compiler
+        self._tools = tools
         self._retry = retry
 
     @property
@@ -101,9 +127,33 @@ class Session:
             self.store.set_title(self.id, title)
         self.info = self.store.get_session(self.id)
         yield TurnStarted(self.id, user_event.seq, self.route.id, self.route.model)
-        yield from self._step(cancel)
+        max_steps = self._tools.max_steps if self._tools else 1
+        for _ in range(max_steps):
+            step = yield from self._step(cancel)
+            if step is None:
+                return  # the step ended the turn (failure or cancel), and said so
+            finished, reply_seq = step
+            if not finished.tool_calls:
+                notice = output_limit_failure().message if finished.finish_reason == "length" else None
+                yield TurnFinished(
+                    self.id, reply_seq, finished.text, finished.finish_reason, finished.usage, notice
+                )
+                return
+            completed = yield from self._run_tools(finished.tool_calls, cancel)
+            if not completed:
+                yield TurnFailed(self.id, "cancelled by the user", "cancelled")
+                return
+        yield TurnFailed(
+            self.id,
+            f"stopped after {max_steps} model calls in one turn; send a message to let the agent continue",
+            "step_limit",
+        )
+
+    # -- one model call ---------------------------------------------------------------------
 
     def _step(self, cancel: CancelToken) -> Iterator[RuntimeUpdate]:
+        """Compile, stream and record one model call. Returns (its StreamFinished, the reply's
+        seq), or None when the turn ended here (it then already yielded TurnFailed)."""
         view = self.context()
         yield ContextUpdated(self.id, view.report())
         request = view.provider_request()
@@ -121,16 +171,18 @@ class Session:
                     if sleep_unless_cancelled(delay, cancel):
                         continue
                     yield TurnFailed(self.id, "cancelled by the user", "cancelled")
-                    return
+                    return None
                 # Whatever already streamed was seen by the user: keep it in history.
                 self._append_reply("".join(progress.text), "", (), "error", None, view)
                 yield TurnFailed(self.id, failure.message, str(failure.kind))
-                return
+                return None
             if finished is None:  # cancelled mid-stream
                 self._append_reply("".join(progress.text), "", (), "cancelled", None, view)
                 yield TurnFailed(self.id, "cancelled by the user", "cancelled")
-                return
-            seq = self._append_reply(
+                return None
+            if self._tools is None:
+                finished = replace(finished, tool_calls=())  # no tools were offered: none can run
+            reply_seq = self._append_reply(
                 finished.text,
                 finished.reasoning,
                 finished.tool_calls,
@@ -139,16 +191,7 @@ class Session:
                 view,
             )
             yield ContextUpdated(self.id, self.context().report())
-            notice = output_limit_failure().message if finished.finish_reason == "length" else None
-            yield TurnFinished(
-                self.id,
-                seq or view.through_seq,
-                finished.text,
-                finished.finish_reason,
-                finished.usage,
-                notice,
-            )
-            return
+            return finished, reply_seq or view.through_seq
 
     def _stream(
         self, request: ProviderRequest, cancel: CancelToken, progress: _Attempt
@@ -170,7 +213,7 @@ class Session:
         self,
         text: str,
         reasoning: str,
-        tool_calls: tuple[ToolCall, ...],
+        tool_calls: Sequence[ToolCall],
         finish_reason: str,
         usage: Usage | None,
         view: RequestView,
@@ -178,7 +221,7 @@ class Session:
         """Append the assistant message and the usage record in one transaction (SPEC H-5)."""
         if finish_reason in ("error", "cancelled") and not text:
             return None
-        assistant = {
+        assistant: dict[str, Any] = {
             "text": text,
             "tool_calls": [call.to_payload() for call in tool_calls],
             "finish_reason": finish_reason,
@@ -207,5 +250,87 @@ class Session:
         self.info = self.store.get_session(self.id)
         return appended[0].seq
 
+    # -- tools --------------------------------------------------------------------------------
 
-__all__ = ["EmptyMessageError", "FailureKind", "RetryPolicy", "Session"]
+    def _run_tools(self, calls: Sequence[ToolCall], cancel: CancelToken) -> Iterator[RuntimeUpdate]:
+        """Run a batch of tool calls and append every result. Returns False when cancelled, after
+        closing each call that did not finish with a recorded 'cancelled' result."""
+        assert self._tools is not None
+        tools = self._tools
+        context = ToolContext(
+            workdir=tools.workdir,
+            session_id=self.id,
+            store=self.store,
+            cancel=cancel,
+            timeout=tools.shell_timeout,
+        )
+        results: dict[str, ToolResult] = {}
+        # Read-only calls of a batch run in parallel; anything with an effect runs alone, in order,
+        # after asking for approval, so the user is never asked two questions at once.
+        reads = [call for call in calls if self._effect(call) is Effect.READ_ONLY]
+        for call in reads:
+            yield ToolCallStarted(self.id, call.id, call.name, call.arguments)
+        if reads and not cancel.cancelled:
+            with ThreadPoolExecutor(max_workers=PARALLEL_READS) as pool:
+                futures = {
+                    call.id: pool.submit(tools.registry.call, call.name, call.arguments, context)
+                    for call in reads
+                }
+                for call in reads:
+                    results[call.id] = futures[call.id].result()
+                    yield self._record(call, results[call.id])
+        for call in calls:
+            if call.id in results or cancel.cancelled:
+                continue
+            yield ToolCallStarted(self.id, call.id, call.name, call.arguments)
+            refusal = tools.approval.refusal(ApprovalRequest(self.id, call, self._effect(call)), cancel)
+            if cancel.cancelled:
+                break
+            if refusal is not None:
+                results[call.id] = ToolResult(content=refusal, is_error=True, metadata={"refused": True})
+            else:
+                results[call.id] = tools.registry.call(call.name, call.arguments, context)
+            yield self._record(call, results[call.id])
+        if not cancel.cancelled:
+            return True
+        for call in calls:
+            if call.id not in results:
+                cancelled = ToolResult(content=CANCELLED_RESULT, is_error=True, metadata={"cancelled": True})
+                yield self._record(call, cancelled)
+        return False
+
+    def _effect(self, call: ToolCall) -> Effect:
+        assert self._tools is not None
+        tool = self._tools.registry.get(call.name)
+        # An unknown tool runs nothing: the registry answers with an error, no approval needed.
+        return tool.spec.effect if tool is not None else Effect.READ_ONLY
+
+    def _record(self, call: ToolCall, result: ToolResult) -> ToolCallFinished:
+        (event,) = self.store.append(
+            self.id,
+            [
+                NewEvent(
+                    EventKind.TOOL_RESULT,
+                    {
+                        "tool_call_id": call.id,
+                        "name": call.name,
+                        "content": result.content,
+                        "is_error": result.is_error,
+                        "metadata": dict(result.metadata),
+                    },
+                )
+            ],
+        )
+        return ToolCallFinished(
+            session_id=self.id,
+            seq=event.seq,
+            call_id=call.id,
+            name=call.name,
+            is_error=result.is_error,
+            content=result.content,
+            metadata=dict(result.metadata),
+            finished_at=time.time(),
+        )
+
+
+__all__ = ["EmptyMessageError", "RetryPolicy", "Session", "ToolRuntime"]

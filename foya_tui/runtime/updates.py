@@ -73,6 +73,51 @@ class RetryScheduled:
 
 
 @dataclass(frozen=True)
+class ToolCallStarted:
+    """A tool call is about to run (or to ask for approval)."""
+
+    session_id: str
+    call_id: str
+    name: str
+    arguments: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "type": "tool_call",
+            "session": self.session_id,
+            "id": self.call_id,
+            "name": self.name,
+            "arguments": self.arguments,
+        }
+
+
+@dataclass(frozen=True)
+class ToolCallFinished:
+    """A tool call's result was recorded at `seq` (its full text stays in canonical history)."""
+
+    session_id: str
+    seq: int
+    call_id: str
+    name: str
+    is_error: bool
+    content: str
+    metadata: Mapping[str, Any]
+    finished_at: float
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "type": "tool_result",
+            "session": self.session_id,
+            "seq": self.seq,
+            "id": self.call_id,
+            "name": self.name,
+            "is_error": self.is_error,
+            "chars": len(self.content),
+            "metadata": dict(self.metadata),
+        }
+
+
+@dataclass(frozen=True)
 class TurnFinished:
     session_id: str
     assistant_seq: int
@@ -99,10 +144,19 @@ class TurnFailed:
     reason: str
     """One line, secrets redacted."""
     kind: str
-    """A FailureKind value, or `cancelled`."""
+    """A FailureKind value, `cancelled`, or `step_limit` (too many model calls in one turn)."""
 
     def to_json(self) -> dict[str, Any]:
         return {"type": "turn_failed", "session": self.session_id, "kind": self.kind, "reason": self.reason}
 
 
-RuntimeUpdate = TurnStarted | ContextUpdated | ReplyDelta | RetryScheduled | TurnFinished | TurnFailed
+RuntimeUpdate = (
+    TurnStarted
+    | ContextUpdated
+    | ReplyDelta
+    | RetryScheduled
+    | ToolCallStarted
+    | ToolCallFinished
+    | TurnFinished
+    | TurnFailed
+)

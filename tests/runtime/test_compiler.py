@@ -34,7 +34,8 @@ def test_first_request_is_a_full_estimate_split_into_layers(runtime: Runtime) ->
     assert "hidden thoughts" not in str(view.messages)  # SPEC X-8
     assert view.anchor_seq == 3 and view.through_seq == 3
     assert view.layers.history > 0 and view.layers.working_set > 0 and view.layers.pinned > 0
-    assert view.layers.tool_schema == 0 and view.layers.native_state == 0
+    assert view.layers.tool_schema > 0 and view.layers.native_state == 0  # the direct tools (SPEC X-9)
+    assert "read_file" in [tool["function"]["name"] for tool in view.tools]
     assert view.estimate.source is EstimateSource.ESTIMATE
     assert view.estimate.total == view.layers.total
     with pytest.raises(FrozenInstanceError):
@@ -166,7 +167,9 @@ def test_fixed_context_growth_is_added_to_the_measurement(
     session = runtime.new_session()
     finished = turn(session, "hello")[-1]
     grown = Settings(retry_backoff=0.0, system_prompt="You are Foya. " * 50)
-    compiler = ContextCompiler(runtime.store, grown, workdir=workdir, clock=lambda: FIXED_NOW)
+    compiler = ContextCompiler(
+        runtime.store, grown, workdir=workdir, clock=lambda: FIXED_NOW, registry=runtime.registry
+    )
     view = compiler.compile(session.id, session.route)
     assert view.estimate.source is EstimateSource.MEASURED_PLUS_ESTIMATE
     assert view.estimate.total > finished.usage.total_tokens + 100
@@ -195,7 +198,9 @@ def test_incremental_compiles_equal_a_fresh_compile(workdir: Path, runtime: Runt
             tool_calls=[{"id": "c1", "name": "read_file", "arguments": "{}"}],
         )
         session.context()  # warm the incremental state at every step
-    fresh = ContextCompiler(runtime.store, runtime.settings, workdir=workdir, clock=lambda: FIXED_NOW)
+    fresh = ContextCompiler(
+        runtime.store, runtime.settings, workdir=workdir, clock=lambda: FIXED_NOW, registry=runtime.registry
+    )
     warm_view = session.context()
     fresh_view = fresh.compile(session.id, session.route)
     assert warm_view.messages == fresh_view.messages
@@ -307,3 +312,65 @@ def test_preview_of_a_new_conversation_has_only_pinned_context(runtime: Runtime)
     assert len(view.messages) == 1 and view.budget.input_budget == 6_144
     assert view.estimate.source is EstimateSource.ESTIMATE
     assert runtime.list_sessions() == []  # previewing creates nothing
+
+
+def tool_step(runtime: Runtime, session_id: str, call_id: str, content: str) -> int:
+    """Append an assistant tool call and its result; returns the result's seq."""
+    call = {"id": call_id, "name": "read_file", "arguments": "{}"}
+    append(runtime, session_id, EventKind.ASSISTANT_MESSAGE, text="", tool_calls=[call])
+    return append(
+        runtime, session_id, EventKind.TOOL_RESULT, tool_call_id=call_id, name="read_file", content=content
+    )
+
+
+def big(tag: str, words: int = 3_000) -> str:
+    return f"BEGIN {tag}\n" + " ".join(f"{tag}{i}" for i in range(words)) + f"\nEND {tag}"
+
+
+def test_large_results_are_shortened_earlier_first_newest_kept(runtime: Runtime) -> None:
+    """SPEC T-1: under pressure the earlier large results shrink; the newest stays verbatim."""
+    session = runtime.new_session(runtime.route_for("foya-sim/large"))
+    append(runtime, session.id, EventKind.USER_MESSAGE, text="read the logs")
+    seqs = [tool_step(runtime, session.id, f"call_{i}", big(f"log{i}")) for i in range(3)]
+    view = session.context()
+    results = [m for m in view.messages if m["role"] == "tool"]
+    assert view.shortened_seqs == tuple(seqs[:2])
+    for message, seq in zip(results[:2], seqs, strict=False):
+        text = message["content"]
+        assert text.startswith("BEGIN") and text.rstrip().endswith(message["content"].split()[-1])
+        assert f"seq={seq}" in text and f'tool_call_id="{message["tool_call_id"]}"' in text
+        assert 'sha256="' in text and "history_read_tool_result" in text
+    assert results[2]["content"] == big("log2")  # the newest, verbatim
+    assert "history_read_tool_result" in [tool["function"]["name"] for tool in view.tools]  # SPEC X-9
+    stored = [e for e in runtime.store.events(session.id) if e.kind is EventKind.TOOL_RESULT]
+    assert [e.payload["content"] for e in stored] == [big(f"log{i}") for i in range(3)]  # SPEC H-2
+    assert view.layers.total < 0.8 * view.budget.input_budget
+
+
+def test_the_newest_result_is_capped_too_when_it_alone_is_too_big(runtime: Runtime) -> None:
+    session = runtime.new_session()  # foya-sim/small: handoff at 4,300 tokens
+    append(runtime, session.id, EventKind.USER_MESSAGE, text="read it")
+    seq = tool_step(runtime, session.id, "call_x", big("huge", 6_000))
+    view = session.context()
+    assert view.shortened_seqs == (seq,)
+    assert view.verdict == "ok" and "shortened" in view.notices[-1]
+
+
+def test_nothing_is_shortened_without_pressure(runtime: Runtime) -> None:
+    session = runtime.new_session(runtime.route_for("foya-sim/large"))
+    append(runtime, session.id, EventKind.USER_MESSAGE, text="read it")
+    tool_step(runtime, session.id, "call_1", big("small", 2_500))
+    view = session.context()
+    assert view.shortened_seqs == ()
+    assert "history_read_tool_result" not in [tool["function"]["name"] for tool in view.tools]
+
+
+def test_shortening_changes_the_revision_so_baselines_fall_back(runtime: Runtime) -> None:
+    session = runtime.new_session()
+    append(runtime, session.id, EventKind.USER_MESSAGE, text="read it")
+    tool_step(runtime, session.id, "call_1", big("mid", 1_100))
+    before = session.context()
+    tool_step(runtime, session.id, "call_2", big("more", 1_100))
+    after = session.context()
+    assert before.shortened_seqs == () and after.shortened_seqs != ()
+    assert before.revision != after.revision

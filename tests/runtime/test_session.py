@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from foya_tui.runtime.context.tokens import count_messages
+from foya_tui.runtime.context.tokens import count_messages, count_tools
 from foya_tui.runtime.model import EventKind
 from foya_tui.runtime.providers.client import CancelToken
 from foya_tui.runtime.runtime import Runtime
@@ -39,8 +39,9 @@ def test_a_simulator_turn_is_streamed_and_stored(runtime: Runtime) -> None:
 def test_simulator_usage_is_counted_with_foyas_tokenizer(runtime: Runtime) -> None:
     session = runtime.new_session()
     finished = run_turn(session, "hello")[-1]
-    request = list(runtime.export(session.id, projection=True))[:2]  # system + the user message
-    assert finished.usage.input_tokens == count_messages(request)
+    view = session.context()
+    request = list(view.messages)[:2]  # system + the user message, as the one request carried them
+    assert finished.usage.input_tokens == count_messages(request) + count_tools(view.tools)
 
 
 def test_simulator_is_deterministic(runtime: Runtime) -> None:

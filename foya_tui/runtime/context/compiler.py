@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from foya_tui.runtime.context.budget import Budget, Verdict, compute_budget
 from foya_tui.runtime.context.sources import load_sources
@@ -26,6 +26,7 @@ from foya_tui.runtime.context.tokens import (
     counter_for_model,
     message_text,
 )
+from foya_tui.runtime.context.tool_results import LargeResult, choose_results_to_shorten, shortened_text
 from foya_tui.runtime.context.tracker import Estimate, estimate_request, latest_baseline
 from foya_tui.runtime.digests import digest_of
 from foya_tui.runtime.history import LogEntry, MessageLog, valid_events
@@ -35,6 +36,9 @@ from foya_tui.runtime.providers.client import ProviderRequest
 from foya_tui.runtime.providers.routes import Route
 from foya_tui.runtime.store import EventStore
 from foya_tui.settings import Settings
+
+if TYPE_CHECKING:
+    from foya_tui.runtime.tools.registry import ToolRegistry
 
 LAYER_NAMES = ("pinned", "history", "working_set", "tool_schema", "native_state")
 # Tokens charged per image sent: providers bill roughly 765 (OpenAI, high detail) to ~1,600
@@ -90,6 +94,8 @@ class RequestView:
     budget: Budget
     estimate: Estimate
     verdict: Verdict
+    shortened_seqs: tuple[int, ...] = ()
+    """Tool results shown shortened in this request (SPEC T-1)."""
     notices: tuple[str, ...] = ()
 
     def provider_request(self) -> ProviderRequest:
@@ -126,6 +132,8 @@ class RequestView:
             "anchor_seq": self.anchor_seq,
             "checkpoint_id": self.checkpoint_id,
             "messages": len(self.messages),
+            "tools": [tool["function"]["name"] for tool in self.tools if "function" in tool],
+            "shortened_seqs": list(self.shortened_seqs),
             "notices": list(self.notices),
         }
 
@@ -209,14 +217,22 @@ def message_tokens(message: Mapping[str, Any], counter: TokenCounter) -> int:
 
 @dataclass
 class _TokenColumn:
-    """Prefix sums of per-message tokens for one tokenizer, extended as the log grows."""
+    """Prefix sums of per-message tokens for one tokenizer, extended as the log grows, and the
+    tool results too large to show in full under pressure (SPEC T-1)."""
 
     counter: TokenCounter
+    oversized_tokens: int
     prefix: list[int] = field(default_factory=lambda: [0])
+    large: list[LargeResult] = field(default_factory=list)
 
     def extend(self, entries: Sequence[LogEntry]) -> None:
-        for entry in entries[len(self.prefix) - 1 :]:
-            self.prefix.append(self.prefix[-1] + message_tokens(entry.openai, self.counter))
+        for index in range(len(self.prefix) - 1, len(entries)):
+            entry = entries[index]
+            tokens = message_tokens(entry.openai, self.counter)
+            self.prefix.append(self.prefix[-1] + tokens)
+            message = entry.message
+            if message.role is Role.TOOL and tokens > self.oversized_tokens and message.content:
+                self.large.append(LargeResult(index, entry.seq, message.tool_call_id or "", tokens))
 
 
 class _SessionState:
@@ -237,6 +253,9 @@ class _SessionState:
         self.columns: dict[str, _TokenColumn] = {}
         self.with_attachments: list[int] = []
         """Indexes of log entries that carry images, materialised per request (SPEC I-1)."""
+        self.activations: list[tuple[int, tuple[str, ...]]] = []
+        """(seq, tool names) that tool_search results activated."""
+        self.shortened: dict[tuple[str, int], tuple[Mapping[str, Any], int]] = {}
 
     def refresh(self, store: EventStore) -> None:
         """Read the events appended since the last refresh; a rewind rebuilds from the store."""
@@ -257,6 +276,11 @@ class _SessionState:
     def _add(self, event: Event) -> None:
         if event.kind is EventKind.PROVIDER_USAGE:
             self.usage_events.append(event)
+        elif event.kind is EventKind.TOOL_RESULT:
+            metadata = event.payload.get("metadata")
+            activated = metadata.get("activated") if isinstance(metadata, Mapping) else None
+            if isinstance(activated, list):
+                self.activations.append((event.seq, tuple(str(name) for name in activated)))
         elif event.kind is EventKind.REWIND:
             self.rewinds.append(event.seq)
         before = len(self.log.entries)
@@ -267,16 +291,23 @@ class _SessionState:
             self.seqs.append(entry.seq)
             self.roles.append(entry.message.role)
 
-    @property
-    def revision(self) -> str:
-        return digest_of({"rewinds": self.rewinds, "checkpoint": None})[:16]
+    def revision(self, shortened: tuple[int, ...] = ()) -> str:
+        """The projection's shape: a measured baseline only describes a request of equal revision."""
+        return digest_of({"rewinds": self.rewinds, "checkpoint": None, "shortened": shortened})[:16]
 
-    def column(self, counter: TokenCounter) -> _TokenColumn:
+    def column(self, counter: TokenCounter, oversized_tokens: int) -> _TokenColumn:
         column = self.columns.get(counter.name)
         if column is None:
-            column = self.columns[counter.name] = _TokenColumn(counter)
+            column = self.columns[counter.name] = _TokenColumn(counter, oversized_tokens)
         column.extend(self.log.entries)
         return column
+
+    def activated_since(self, anchor_seq: int | None) -> frozenset[str]:
+        """Deferred tools that tool_search activated in the current turn (SPEC X-9): derived from
+        the turn's own tool results, so the registry itself never changes."""
+        if anchor_seq is None:
+            return frozenset()
+        return frozenset(name for seq, names in self.activations if seq > anchor_seq for name in names)
 
 
 class ContextCompiler:
@@ -290,14 +321,14 @@ class ContextCompiler:
         workdir: Path,
         clock: Callable[[], datetime],
         config_dir: Path | None = None,
-        tools: Callable[[], Sequence[Mapping[str, Any]]] = tuple,
+        registry: ToolRegistry | None = None,
     ) -> None:
         self._store = store
         self._settings = settings
         self._workdir = workdir
         self._config_dir = config_dir
         self._clock = clock
-        self._tools = tools
+        self._registry = registry
         self._sessions: dict[str, _SessionState] = {}
         self._sessions_lock = threading.Lock()
         self._data_urls: dict[str, str] = {}
@@ -381,6 +412,22 @@ class ContextCompiler:
             )
         return replaced, deltas
 
+    def _shortened(
+        self, state: _SessionState, result: LargeResult, counter: TokenCounter
+    ) -> tuple[Mapping[str, Any], int]:
+        """The shortened form of a large tool result and its tokens (cached: events never change)."""
+        key = (counter.name, result.index)
+        cached = state.shortened.get(key)
+        if cached is None:
+            entry = state.log.entries[result.index]
+            content = entry.message.content or ""
+            text = shortened_text(
+                content, result.seq, result.tool_call_id, result.tokens, self._settings.tools
+            )
+            message = {**entry.openai, "content": text}
+            cached = state.shortened[key] = (message, message_tokens(message, counter))
+        return cached
+
     def _compile(self, state: _SessionState, route: Route) -> RequestView:
         overrides = self._settings.model_settings(route.model)
         info = model_info(route.model, overrides)
@@ -396,23 +443,11 @@ class ContextCompiler:
             kernel=self._settings.system_prompt,
         )
         system = Message(role=Role.SYSTEM, content=sources.text).to_openai()
-        tools = tuple(self._tools())
         tail = state.log.tail()
-        column = state.column(counter)
+        column = state.column(counter, self._settings.tools.oversized_tokens)
         entries = state.log.entries
         count = len(entries)
-        tail_tokens = sum(message_tokens(entry.openai, counter) for entry in tail)
         anchor = state.log.anchor_index if state.log.anchor_index is not None else count
-        replaced, deltas = self._materialise(state, info, counter)
-        history_images = sum(delta for index, delta in deltas.items() if index < anchor)
-        working_images = sum(deltas.values()) - history_images
-        layers = LayerTokens(
-            pinned=message_tokens(system, counter) + TOKENS_PER_REPLY,
-            history=column.prefix[anchor] + history_images,
-            working_set=column.prefix[count] - column.prefix[anchor] + tail_tokens + working_images,
-            tool_schema=count_tools(tools, counter) if tools else 0,
-            native_state=0,
-        )
         baseline = latest_baseline(state.usage_events, route.id)
         budget = compute_budget(
             info.window,
@@ -420,7 +455,50 @@ class ContextCompiler:
             baseline.output_tokens if baseline is not None and baseline.known else None,
             self._settings.budget,
         )
-        revision = state.revision
+
+        # Per-request replacements of cached messages, and the tokens each one adds or saves.
+        replaced, deltas = self._materialise(state, info, counter)
+        tail_tokens = sum(message_tokens(entry.openai, counter) for entry in tail)
+        pinned = message_tokens(system, counter) + TOKENS_PER_REPLY
+        activated = state.activated_since(entries[anchor].seq if anchor < count else None)
+
+        def tool_schemas(include_history_read: bool) -> tuple[Mapping[str, Any], ...]:
+            if self._registry is None:
+                return ()
+            return tuple(self._registry.visible_schemas(activated, include_history_read=include_history_read))
+
+        local_total = (
+            pinned
+            + column.prefix[count]
+            + tail_tokens
+            + sum(deltas.values())
+            + _tool_tokens(tool_schemas(False), counter)
+        )
+        shortened = choose_results_to_shorten(
+            column.large,
+            local_total,
+            budget.handoff_at,
+            lambda result: self._shortened(state, result, counter)[1],
+        )
+        for result in shortened:
+            message, tokens = self._shortened(state, result, counter)
+            replaced[result.index] = message
+            deltas[result.index] = tokens - result.tokens
+        tools = tool_schemas(bool(shortened))
+
+        history_delta = sum(delta for index, delta in deltas.items() if index < anchor)
+        layers = LayerTokens(
+            pinned=pinned,
+            history=column.prefix[anchor] + history_delta,
+            working_set=column.prefix[count]
+            - column.prefix[anchor]
+            + tail_tokens
+            + sum(deltas.values())
+            - history_delta,
+            tool_schema=_tool_tokens(tools, counter),
+            native_state=0,
+        )
+        revision = state.revision(tuple(result.seq for result in shortened))
         estimate = estimate_request(
             baseline=baseline,
             revision=revision,
@@ -438,6 +516,8 @@ class ContextCompiler:
         notices = [f"{notice.source}: {notice.message}" for notice in sources.notices]
         if info.window is None:
             notices.append(f"{route.model}: context window unknown; using the default budget (SPEC B-3)")
+        if shortened:
+            notices.append(f"{len(shortened)} large tool result(s) shortened in the model's view (SPEC T-1)")
         messages = MessageSequence((system,), entries, replaced, tuple(entry.openai for entry in tail))
         return RequestView(
             session_id=state.session_id,
@@ -456,5 +536,10 @@ class ContextCompiler:
             budget=budget,
             estimate=estimate,
             verdict=budget.verdict(estimate.total),
+            shortened_seqs=tuple(result.seq for result in shortened),
             notices=tuple(notices),
         )
+
+
+def _tool_tokens(tools: Sequence[Mapping[str, Any]], counter: TokenCounter) -> int:
+    return count_tools(tools, counter) if tools else 0

@@ -74,9 +74,10 @@ def _make_simulator_handler(litellm: ModuleType, simulator: Simulator) -> Any:
     def full_model(model: str) -> str:
         return model if model.startswith(f"{SIMULATOR_PROTOCOL}/") else f"{SIMULATOR_PROTOCOL}/{model}"
 
-    def reply(model: str, messages: list[dict[str, Any]]) -> Any:
+    def reply(model: str, messages: list[dict[str, Any]], kwargs: dict[str, Any]) -> Any:
+        tools = (kwargs.get("optional_params") or {}).get("tools") or ()
         try:
-            return simulator.reply(full_model(model), messages)
+            return simulator.reply(full_model(model), messages, tools)
         except SimulatorFault as fault:
             if fault.kind == "overflow":
                 raise litellm.ContextWindowExceededError(
@@ -90,6 +91,13 @@ def _make_simulator_handler(litellm: ModuleType, simulator: Simulator) -> Any:
                 message=fault.message, model=full_model(model), llm_provider=SIMULATOR_PROTOCOL
             ) from None
 
+    def tool_call(call: ToolCall) -> dict[str, Any]:
+        return {
+            "id": call.id,
+            "type": "function",
+            "function": {"name": call.name, "arguments": call.arguments},
+        }
+
     def usage_block(result: Any) -> dict[str, int]:
         return {
             "prompt_tokens": result.prompt_tokens,
@@ -99,24 +107,30 @@ def _make_simulator_handler(litellm: ModuleType, simulator: Simulator) -> Any:
 
     class SimulatorHandler(litellm.CustomLLM):
         def completion(self, model: str, messages: list, *args: Any, **kwargs: Any) -> Any:
-            result = reply(model, messages)
+            result = reply(model, messages, kwargs)
+            message: dict[str, Any] = {"role": "assistant", "content": result.text or None}
+            if result.tool_calls:
+                message["tool_calls"] = [tool_call(call) for call in result.tool_calls]
             return litellm.ModelResponse(
                 model=full_model(model),
-                choices=[
-                    {
-                        "index": 0,
-                        "finish_reason": result.finish_reason,
-                        "message": {"role": "assistant", "content": result.text},
-                    }
-                ],
+                choices=[{"index": 0, "finish_reason": result.finish_reason, "message": message}],
                 usage=usage_block(result),
             )
 
         def streaming(
             self, model: str, messages: list, *args: Any, **kwargs: Any
         ) -> Iterator[dict[str, Any]]:
-            result = reply(model, messages)
-            words = result.text.split(" ")
+            result = reply(model, messages, kwargs)
+            for index, call in enumerate(result.tool_calls):
+                chunk = {**tool_call(call), "index": index}
+                yield {
+                    "text": "",
+                    "tool_use": chunk,
+                    "is_finished": False,
+                    "finish_reason": "",
+                    "usage": None,
+                }
+            words = result.text.split(" ") if result.text else []
             pieces = [
                 " ".join(words[i : i + SIMULATOR_CHUNK_WORDS])
                 + (" " if i + SIMULATOR_CHUNK_WORDS < len(words) else "")

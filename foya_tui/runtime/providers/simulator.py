@@ -12,6 +12,7 @@ Fault knobs (tests and demos) come from `FOYA_SIM_FAULTS`, a comma-separated lis
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import threading
@@ -21,7 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from foya_tui.runtime.context.tokens import TokenCounter, count_messages, default_counter
+from foya_tui.runtime.context.tokens import TokenCounter, count_messages, count_tools, default_counter
+from foya_tui.runtime.model import ToolCall
 from foya_tui.runtime.providers.catalog import SIMULATOR_MODELS
 
 FAULTS_ENV = "FOYA_SIM_FAULTS"
@@ -44,6 +46,7 @@ class SimulatedReply:
     finish_reason: str
     prompt_tokens: int
     completion_tokens: int
+    tool_calls: tuple[ToolCall, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -133,12 +136,17 @@ class Simulator:
                     return name
         return None
 
-    def reply(self, model: str, messages: Sequence[Mapping[str, Any]]) -> SimulatedReply:
+    def reply(
+        self, model: str, messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[str, Any]] = ()
+    ) -> SimulatedReply:
         info = SIMULATOR_MODELS.get(model)
         if info is None:
             raise SimulatorFault("unknown", f"the simulator has no model {model!r}")
         window = info.window or 0
-        prompt_tokens = count_messages(messages, self.counter)
+        # Counted as Foya's compiler counts a request: messages, plus the tool schemas.
+        prompt_tokens = count_messages(messages, self.counter) + (
+            count_tools(tools, self.counter) if tools else 0
+        )
         fault = self._take_fault()
         if fault == "429":
             raise SimulatorFault("429", "Rate limit reached for requests (simulated)")
@@ -150,6 +158,16 @@ class Simulator:
                 f"This model's maximum context length is {window} tokens. However, your messages "
                 f"resulted in {max(prompt_tokens, window + 1)} tokens. "
                 "Please reduce the length of the messages.",
+            )
+        calls = plan_tool_calls(messages, _tool_names(tools))
+        if calls:
+            arguments = "".join(call.name + call.arguments for call in calls)
+            return SimulatedReply(
+                text="",
+                finish_reason="tool_calls",
+                prompt_tokens=prompt_tokens,
+                completion_tokens=self.counter.count(arguments),
+                tool_calls=calls,
             )
         text = self._compose(messages, window, prompt_tokens)
         finish_reason = "stop"
@@ -168,6 +186,12 @@ class Simulator:
         user_texts = [_text_of(m) for m in messages if m.get("role") == "user"]
         request = user_texts[-1] if user_texts else ""
         parts: list[str] = []
+        results = _turn_tool_results(messages)
+        if results:
+            parts.append(_describe_tool_results(results))
+            percent = prompt_tokens * 100 // window if window else 0
+            parts.append(f"_Context: {prompt_tokens:,} of {window:,} tokens in this request ({percent}%)._")
+            return "\n\n".join(parts)
         if _GREETING.match(request):
             parts.append(
                 "Hello! I am **Foya's offline simulator**: a deterministic stand-in for a language model, "
@@ -249,3 +273,131 @@ class Simulator:
         except OSError:
             return ""
         return ""
+
+
+# -- tool use ---------------------------------------------------------------------------------
+# The simulator explores like an agent would: it asks Foya to run real read-only tools in the
+# working directory, then answers from what they returned. Every choice is a pure function of
+# the request, so runs repeat exactly.
+
+_SHORTENED = re.compile(
+    r'history_read_tool_result with seq=(\d+), tool_call_id="([^"]+)", sha256="([0-9a-f]{64})"'
+)
+_SEARCH = re.compile(r"\b(?:grep|search|find)\b(?: for)?\s+[\"'`]?([^\"'`\s]+)", re.IGNORECASE)
+_FILE_TOKEN = re.compile(
+    r"\b(?:read|open|show)\b\s+(?:the\s+)?(?:file\s+)?[`'\"]?([\w./-]+\.\w+)", re.IGNORECASE
+)
+
+
+def _tool_names(tools: Sequence[Mapping[str, Any]]) -> frozenset[str]:
+    names = set()
+    for tool in tools:
+        function = tool.get("function") if isinstance(tool, Mapping) else None
+        if isinstance(function, Mapping) and isinstance(function.get("name"), str):
+            names.add(function["name"])
+    return frozenset(names)
+
+
+def _turn_messages(messages: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """The messages after the latest user message (this turn's work so far)."""
+    for index in range(len(messages) - 1, -1, -1):
+        if messages[index].get("role") == "user":
+            return list(messages[index + 1 :])
+    return list(messages)
+
+
+def _turn_calls(messages: Sequence[Mapping[str, Any]]) -> list[tuple[str, dict[str, Any]]]:
+    calls = []
+    for message in _turn_messages(messages):
+        for call in message.get("tool_calls") or ():
+            function = call.get("function", {})
+            try:
+                arguments = json.loads(function.get("arguments") or "{}")
+            except ValueError:
+                arguments = {}
+            calls.append((str(function.get("name", "")), arguments if isinstance(arguments, dict) else {}))
+    return calls
+
+
+def _turn_tool_results(messages: Sequence[Mapping[str, Any]]) -> list[tuple[str, str]]:
+    """(tool name, content) of this turn's tool results, in order."""
+    names = {}
+    results = []
+    for message in _turn_messages(messages):
+        for call in message.get("tool_calls") or ():
+            names[call.get("id")] = call.get("function", {}).get("name", "tool")
+        if message.get("role") == "tool":
+            results.append((str(names.get(message.get("tool_call_id"), "tool")), _text_of(message)))
+    return results
+
+
+def plan_tool_calls(messages: Sequence[Mapping[str, Any]], available: frozenset[str]) -> tuple[ToolCall, ...]:
+    """The next tool calls the simulator asks for, or () to answer in text."""
+    if not available or not messages:
+        return ()
+    user_texts = [_text_of(m) for m in messages if m.get("role") == "user"]
+    request = user_texts[-1] if user_texts else ""
+    done = _turn_calls(messages)
+    done_names = {name for name, _ in done}
+    serial = sum(len(m.get("tool_calls") or ()) for m in messages)
+
+    def call(name: str, arguments: dict[str, Any]) -> tuple[ToolCall, ...]:
+        if name not in available:
+            return ()
+        return (ToolCall(id=f"sim_call_{serial + 1}", name=name, arguments=json.dumps(arguments)),)
+
+    if messages[-1].get("role") == "user":
+        if (search := _SEARCH.search(request)) and "grep" in available:
+            return call("grep", {"pattern": re.escape(search.group(1)), "ignore_case": True})
+        if read := _FILE_TOKEN.search(request):
+            return call("read_file", {"path": read.group(1)})
+        if _ABOUT_FILES.search(request):
+            return call("list_dir", {"path": "."})
+        return ()
+    if messages[-1].get("role") != "tool":
+        return ()
+    # A result of this turn was shortened for the model: read it back once, as T-2 intends.
+    if "history_read_tool_result" not in done_names:
+        for _, content in _turn_tool_results(messages):
+            if shortened := _SHORTENED.search(content):
+                seq, call_id, digest = shortened.groups()
+                return call(
+                    "history_read_tool_result",
+                    {"op": "inspect", "seq": int(seq), "tool_call_id": call_id, "sha256": digest},
+                )
+    if done and done[-1][0] == "list_dir" and "read_file" not in done_names:
+        listing = _turn_tool_results(messages)[-1][1]
+        readme = re.search(r"\b(readme(?:\.md|\.rst|\.txt)?)\b", listing, re.IGNORECASE)
+        if readme:
+            return call("read_file", {"path": readme.group(1)})
+    return ()
+
+
+def _as_code(text: str) -> str:
+    """Quoted output as inline code, so a quoted `# heading` or `*` is not read as Markdown."""
+    return f"`{text}`" if "`" not in text else text
+
+
+_NUMBERED_LINE = re.compile(r"^\s*\d+→")
+MAX_REPORTED_LINES = 12
+
+
+def _describe_tool_results(results: Sequence[tuple[str, str]]) -> str:
+    """What this turn's tools found, quoted from their results (the simulator invents nothing)."""
+    parts = [f"I ran {len(results)} tool call{'s' if len(results) != 1 else ''} in the working directory."]
+    for name, content in results:
+        lines = [line for line in content.splitlines() if line.strip()]
+        if not lines:
+            parts.append(f"`{name}` returned nothing.")
+            continue
+        header, body = lines[0], lines[1:]
+        if name == "read_file":
+            body = [_NUMBERED_LINE.sub("", line) for line in body]
+            body = [line for line in body if line.strip()]
+        shown = body[:MAX_REPORTED_LINES]
+        more = f"\n- … and {len(body) - len(shown)} more lines" if len(body) > len(shown) else ""
+        quoted = "\n".join(f"- {_as_code(_quote(line, 120))}" for line in shown)
+        parts.append(
+            f"`{name}` — {_quote(header, 120)}:\n{quoted}{more}" if shown else f"`{name}` — {header}"
+        )
+    return "\n\n".join(parts)

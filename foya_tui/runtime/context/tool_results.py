@@ -1,0 +1,63 @@
+"""Provides the shortening of large tool results in the model's view (SPEC T-1).
+
+A single tool result can be larger than whole conversations, and history compaction cannot help
+while it sits in the working set. Under pressure the model sees a shortened form: head and tail,
+with the event seq, tool call id and SHA-256 of the full text and a pointer to
+`history_read_tool_result`, which reads the rest from canonical history (SPEC T-2, T-3). The
+event itself is never changed (SPEC H-2).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from foya_tui.runtime.digests import sha256_hex
+from foya_tui.runtime.tools.registry import HISTORY_READ_TOOL
+from foya_tui.settings import ToolSettings
+
+
+@dataclass(frozen=True)
+class LargeResult:
+    """A shortening candidate: where it is in the log and how many tokens it costs in full."""
+
+    index: int
+    seq: int
+    tool_call_id: str
+    tokens: int
+
+
+def choose_results_to_shorten(
+    candidates: Sequence[LargeResult], total: int, limit: int, shortened_tokens: Callable[[LargeResult], int]
+) -> list[LargeResult]:
+    """Which large results to shorten so `total` falls under `limit` (SPEC T-1).
+
+    First the earlier ones, newest kept verbatim; only if that is not enough, the newest too.
+    Nothing is shortened while the request is under the limit.
+    """
+    if total < limit or not candidates:
+        return []
+    ordered = sorted(candidates, key=lambda result: result.seq)
+    earlier, newest = ordered[:-1], ordered[-1]
+    chosen = list(earlier)
+    total -= sum(result.tokens - shortened_tokens(result) for result in earlier)
+    if total >= limit:
+        chosen.append(newest)
+    return chosen
+
+
+def shortened_text(content: str, seq: int, tool_call_id: str, tokens: int, policy: ToolSettings) -> str:
+    """The model-visible form of a large result: head, a pointer to the full text, tail."""
+    if len(content) <= policy.head_chars + policy.tail_chars:
+        return content
+    head = content[: policy.head_chars]
+    tail = content[-policy.tail_chars :] if policy.tail_chars else ""
+    hidden = len(content) - len(head) - len(tail)
+    note = (
+        f"\n[… Foya shortened this tool result for the model: {len(content):,} characters "
+        f"(~{tokens:,} tokens) in all, {hidden:,} hidden here. The full text is in the session "
+        f'history: call {HISTORY_READ_TOOL} with seq={seq}, tool_call_id="{tool_call_id}", '
+        f'sha256="{sha256_hex(content)}" (op "read" pages by character offset from {len(head):,}; '
+        'op "search" finds lines; op "inspect" summarises) …]\n'
+    )
+    return f"{head}{note}{tail}"
