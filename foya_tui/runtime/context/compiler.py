@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from foya_tui.runtime.context.budget import Budget, Verdict, compute_budget
 from foya_tui.runtime.context.sources import load_sources
@@ -35,10 +35,8 @@ from foya_tui.runtime.providers.catalog import ModelInfo, model_info
 from foya_tui.runtime.providers.client import ProviderRequest
 from foya_tui.runtime.providers.routes import Route
 from foya_tui.runtime.store import EventStore
+from foya_tui.runtime.tools.registry import ToolRegistry
 from foya_tui.settings import Settings
-
-if TYPE_CHECKING:
-    from foya_tui.runtime.tools.registry import ToolRegistry
 
 LAYER_NAMES = ("pinned", "history", "working_set", "tool_schema", "native_state")
 # Tokens charged per image sent: providers bill roughly 765 (OpenAI, high detail) to ~1,600
