@@ -14,6 +14,7 @@ from foya_tui.runtime.model import EventKind, ToolCall
 from foya_tui.runtime.providers.client import CancelToken, ProviderRequest, StreamEvent, StreamFinished
 from foya_tui.runtime.runtime import Runtime
 from foya_tui.runtime.tools.approval import ApprovalRequest, Decision
+from foya_tui.runtime.tools.registry import ToolContext, ToolResult, ToolSpec, Visibility
 from foya_tui.runtime.updates import ToolCallFinished, ToolCallStarted, TurnFailed, TurnFinished
 from foya_tui.settings import Settings, ToolSettings
 from tests.conftest import FIXED_NOW, fake_settings, make_paths
@@ -170,3 +171,38 @@ def test_a_runaway_loop_stops_at_the_step_limit(
         assert len(fake_openai.requests) == 3 and len(tool_results(rt, session.id)) == 3
         sent_tools = [tool["function"]["name"] for tool in fake_openai.requests[0].body["tools"]]
         assert "read_file" in sent_tools and "history_read_tool_result" not in sent_tools
+
+
+class Weather:
+    """A deferred tool: listed by name only until tool_search activates it (SPEC X-9)."""
+
+    spec = ToolSpec(
+        name="weather",
+        description="Current weather for a city.",
+        parameters={"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+        visibility=Visibility.DEFERRED,
+    )
+
+    def run(self, arguments: dict, context: ToolContext) -> ToolResult:
+        return ToolResult(content=f"sunny in {arguments['city']}")
+
+
+def test_tool_search_activates_a_deferred_tool_for_the_current_turn_only(
+    tmp_path: Path, workdir: Path
+) -> None:
+    steps = [(call("q", "tool_search", query="weather"),), (call("w", "weather", city="Oslo"),)]
+    client = ScriptedClient(steps)
+    with runtime_with(tmp_path, workdir, client) as rt:
+        rt.registry.register(Weather())
+        session = rt.new_session()
+        list(session.send("how is the weather?"))
+
+        def offered(request: ProviderRequest) -> list[str]:
+            return [tool["function"]["name"] for tool in request.tools]
+
+        assert "weather" not in offered(client.requests[0]) and "tool_search" in offered(client.requests[0])
+        assert "weather" in offered(client.requests[1])  # from the next step on
+        assert tool_results(rt, session.id)[1]["content"] == "sunny in Oslo"
+        assert rt.registry.get("weather").spec.visibility.value == "deferred"  # the registry is unchanged
+        list(session.send("and tomorrow?"))
+        assert "weather" not in offered(client.requests[-1])  # a new turn starts without it
