@@ -16,7 +16,7 @@ from textual.binding import Binding, BindingType
 from textual.screen import Screen
 
 from foya_tui.ui.screens.conversation import ConversationScreen
-from foya_tui.ui.themes import DEFAULT_THEME, register_themes, toggled_theme
+from foya_tui.ui.themes import DEFAULT_THEME, register_themes, toggled_theme, with_meter_variables
 
 if TYPE_CHECKING:
     from foya_tui.runtime.runtime import Runtime
@@ -78,6 +78,11 @@ class FoyaApp(App[None]):
         if self._theme_problem:
             self.notify(self._theme_problem, severity="warning")
 
+    def get_css_variables(self) -> dict[str, str]:
+        # Foya's themes colour the meter's layers; any other installed theme borrows from its palette.
+        self.theme_variables = with_meter_variables(super().get_css_variables())
+        return self.theme_variables
+
     @property
     def conversation(self) -> ConversationScreen:
         assert self._conversation is not None, "the app is not running"
@@ -99,6 +104,9 @@ class FoyaApp(App[None]):
         # Titles are "noun: verb" so related commands sort and search together.
         yield SystemCommand("session: new", "Start a new conversation", self.action_new_session)
         yield SystemCommand(
+            "route: switch", "Choose the model route for the next message", self.action_switch_route
+        )
+        yield SystemCommand(
             "theme: toggle dark/light", "Switch between foya-dark and foya-light", self.action_toggle_theme
         )
         yield SystemCommand("theme: choose", "Pick any installed theme", self.action_change_theme)
@@ -112,6 +120,9 @@ class FoyaApp(App[None]):
 
     async def action_new_session(self) -> None:
         await self.conversation.new_conversation()
+
+    def action_switch_route(self) -> None:
+        self.conversation.action_switch_route()
 
     def action_toggle_theme(self) -> None:
         self.theme = toggled_theme(self.current_theme.dark)

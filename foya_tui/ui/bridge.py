@@ -7,17 +7,30 @@ invisible widget so that its messages bubble to the screen that mounted it.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING
 
 from textual import work
 from textual.widget import Widget
 from textual.worker import get_current_worker
 
+from foya_tui.runtime.model import EventKind
 from foya_tui.runtime.providers.client import CancelToken
-from foya_tui.ui.messages import BridgeFailed, RouteResolved, RuntimeUpdated, SessionCreated, SessionOpened
+from foya_tui.runtime.updates import ContextUpdated
+from foya_tui.ui.messages import (
+    BridgeFailed,
+    ContextReported,
+    RouteResolved,
+    RoutesListed,
+    RouteSwitched,
+    RuntimeUpdated,
+    SessionCreated,
+    SessionOpened,
+    StepsRecorded,
+)
 
 if TYPE_CHECKING:
+    from foya_tui.runtime.model import Event
     from foya_tui.runtime.providers.routes import Route
     from foya_tui.runtime.runtime import Runtime
     from foya_tui.runtime.session import Session
@@ -28,6 +41,20 @@ def one_line(exc: BaseException) -> str:
     text = str(exc.args[0]) if exc.args else str(exc)
     first = " ".join(text.split()) or type(exc).__name__
     return first if len(first) <= 200 else first[:199] + "…"
+
+
+def input_steps(events: Iterable[Event]) -> tuple[int, ...]:
+    """Input tokens of each earlier model call, from history's usage records (the meter's sparkline);
+    a step whose provider reported no usage is left out rather than drawn as zero."""
+    steps: list[int] = []
+    for event in events:
+        if event.kind is not EventKind.PROVIDER_USAGE:
+            continue
+        usage = event.payload.get("usage")
+        tokens = usage.get("input_tokens") if isinstance(usage, Mapping) else None
+        if isinstance(tokens, int) and not isinstance(tokens, bool):
+            steps.append(tokens)
+    return tuple(steps)
 
 
 class Bridge(Widget):
@@ -65,6 +92,7 @@ class Bridge(Widget):
                 events = self.runtime.store.events(session.id)
                 self._session = session
                 self.post_message(SessionOpened(session, events))
+                self.post_message(ContextReported(session.context().report(), input_steps(events)))
                 return
         except Exception as exc:
             self.post_message(BridgeFailed(one_line(exc)))
@@ -74,10 +102,62 @@ class Bridge(Widget):
         # so opening and closing Foya does not leave empty sessions behind.
         self._session = None
         self.post_message(RouteResolved(self._route))
+        # After RouteResolved, so the prompt is ready while the preview loads the tokenizer.
+        self._post_preview()
+
+    def _post_preview(self) -> None:
+        """Post what a new conversation's first request would carry (pinned context and budget)."""
+        assert self.runtime is not None and self._route is not None
+        try:
+            report = self.runtime.preview_context(self._route).report()
+            # A thread cannot be stopped: a preview overtaken by a newer one must not post a stale report.
+            if not get_current_worker().is_cancelled:
+                self.post_message(ContextReported(report, ()))
+        except Exception as exc:
+            self.post_message(BridgeFailed(f"The context preview failed: {one_line(exc)}"))
+
+    # One group for the workers that post a report: a newer one (a switch) overtakes an older one.
+    @work(thread=True, exclusive=True, group="context", exit_on_error=False)
+    def preview(self) -> None:
+        """Post a new conversation's preview again (after `new_conversation`)."""
+        if self.runtime is not None and self._route is not None:
+            self._post_preview()
+
+    @work(thread=True, exclusive=True, group="routes", exit_on_error=False)
+    def list_routes(self) -> None:
+        """Post the routes the switcher offers, each with its window and baseline for this session."""
+        try:
+            assert self.runtime is not None, "routes are listed only after the session was opened"
+            session = self._session
+            current = session.route if session is not None else self._route
+            options = self.runtime.routes(session.id if session is not None else None)
+            self.post_message(RoutesListed(options, current.id if current is not None else None))
+        except Exception as exc:
+            self.post_message(BridgeFailed(one_line(exc)))
+
+    @work(thread=True, exclusive=True, group="context", exit_on_error=False)
+    def switch_route(self, route: Route) -> None:
+        """Use `route` from the next message on and post the next request compiled for it; nothing is
+        sent (call only between turns). Before the first message it is the route the new session gets."""
+        try:
+            assert self.runtime is not None, "a route is switched only after the session was opened"
+            session = self._session
+            if session is not None:
+                session.switch_route(route)
+                report = session.context().report()
+            else:
+                report = self.runtime.preview_context(route).report()
+            self._route = route
+            self.post_message(RouteSwitched(route))
+            self.post_message(ContextReported(report))
+        except Exception as exc:
+            self.post_message(BridgeFailed(one_line(exc)))
 
     def new_conversation(self) -> None:
-        """Forget the current session; the next send starts a new one (call only between turns)."""
+        """Forget the current session; the next send starts a new one (call only between turns).
+        The meter is then reset to the route's preview."""
         self._session = None
+        self.preview()
 
     def send(self, text: str) -> None:
         """Start a turn with `text` (the caller ensures no other turn is running)."""
@@ -104,9 +184,19 @@ class Bridge(Widget):
                 session = runtime.new_session(self._route or runtime.route_for(self._model))
                 self._session = session
                 self.post_message(SessionCreated(session))
+            seen = runtime.store.last_seq(session.id)
             for update in session.send(text, cancel):
                 if worker.is_cancelled:
                     cancel.cancel()
                 self.post_message(RuntimeUpdated(update))
+                if isinstance(update, ContextUpdated):
+                    # A turn may make several model calls, and TurnFinished carries only the last
+                    # one's usage: the sparkline takes every step from the usage records, as on resume.
+                    # Only the events since the last look are read, while the turn is between steps.
+                    fresh = runtime.store.events(session.id, after_seq=seen)
+                    seen = fresh[-1].seq if fresh else seen
+                    steps = input_steps(fresh)
+                    if steps:
+                        self.post_message(StepsRecorded(steps))
         except Exception as exc:
             self.post_message(BridgeFailed(one_line(exc)))

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 from textual.message import Message
 
 if TYPE_CHECKING:
     from foya_tui.runtime.model import Event
     from foya_tui.runtime.providers.routes import Route
+    from foya_tui.runtime.runtime import RouteOption
     from foya_tui.runtime.session import Session
     from foya_tui.runtime.updates import RuntimeUpdate
 
@@ -52,3 +54,41 @@ class BridgeFailed(Message):
     def __init__(self, reason: str) -> None:
         super().__init__()
         self.reason = reason
+
+
+class ContextReported(Message):
+    """The next request was compiled without sending it: a new conversation's preview, a resumed
+    session's next request, or the request after a route switch. `report` is
+    `RequestView.report()`; `steps` (input tokens per earlier step) replaces the meter's steps,
+    None keeps them."""
+
+    def __init__(self, report: Mapping[str, Any], steps: tuple[int, ...] | None = None) -> None:
+        super().__init__()
+        self.report = report
+        self.steps = steps
+
+
+class RoutesListed(Message):
+    """The routes the switcher offers, and the id of the one in use."""
+
+    def __init__(self, options: list[RouteOption], current_id: str | None) -> None:
+        super().__init__()
+        self.options = options
+        self.current_id = current_id
+
+
+class RouteSwitched(Message):
+    """The session (or, before its first message, the new conversation) now uses `route`."""
+
+    def __init__(self, route: Route) -> None:
+        super().__init__()
+        self.route = route
+
+
+class StepsRecorded(Message):
+    """Model calls of the running turn finished and their usage was stored; `steps` are their input
+    tokens, oldest first (calls without reported usage are left out)."""
+
+    def __init__(self, steps: tuple[int, ...]) -> None:
+        super().__init__()
+        self.steps = steps

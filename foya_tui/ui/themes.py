@@ -57,3 +57,22 @@ def register_themes(app: App[object]) -> None:
 def toggled_theme(dark: bool) -> str:
     """The other of Foya's two themes: any dark theme toggles to foya-light, any light one to foya-dark."""
     return LIGHT_THEME if dark else DEFAULT_THEME
+
+
+# The budget meter's colours: each theme variable, and the colour of the theme's own palette it
+# falls back to, so that any installed theme (`theme: choose`) can show the meter; Foya's themes
+# set all of them.
+METER_FALLBACKS = {
+    "meter-pinned": "secondary",
+    "meter-history": "accent",
+    "meter-working-set": "primary",
+    "meter-tool-schema": "warning",
+    "meter-native-state": "success",
+    "meter-reserve": "panel-lighten-2",
+}
+
+
+def with_meter_variables(variables: dict[str, str]) -> dict[str, str]:
+    """CSS variables with every meter colour defined (a theme that lacks one borrows from its palette)."""
+    missing = {name: variables[source] for name, source in METER_FALLBACKS.items() if name not in variables}
+    return {**variables, **missing} if missing else variables

@@ -14,10 +14,11 @@ import sys
 import tempfile
 from pathlib import Path
 
-from snapshot_scene import SIZE, fixed_surroundings, make_app, open_runtime, send
+from snapshot_scene import fixed_surroundings, make_app, open_runtime, send
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 MESSAGES = ("hello", "what files are in this project?")
+SIZE = (120, 34)  # wide enough for the budget meter's sidebar (it needs 100 columns)
 
 
 async def export_svg() -> str:

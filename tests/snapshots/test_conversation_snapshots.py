@@ -11,7 +11,9 @@ def test_empty_conversation(snap_compare, scene_runtime: Runtime) -> None:
     """Just after start, on foya-dark: a one-line header "Foya · new session · foya-sim/small
     (simulator)", a dim hint in the empty conversation saying that the offline simulator answers,
     the prompt at the bottom with its placeholder "type a message · Enter send · ctrl+j newline",
-    and a footer with ^q quit and ^p palette. No session id yet: it is created by the first send."""
+    and a footer with ^r route, ^q quit and ^p palette. No session id yet: it is created by the
+    first send. At 100 columns the budget meter is a sidebar on the right, showing the preview of
+    the first request ("estimate (no usage on this route yet)")."""
     assert snap_compare(make_app(scene_runtime), terminal_size=SIZE, run_before=wait_until_ready)
 
 
@@ -19,7 +21,7 @@ def test_after_one_turn(snap_compare, scene_runtime: Runtime) -> None:
     """After sending "hello" on foya-dark: the header shows "session 3f2a9c"; a "you" block with a
     violet bar holds "hello"; a "foya" block with a teal bar holds the simulator's Markdown reply
     (bold "Foya's offline simulator", `config.toml` as code, an italic context line); the prompt is
-    empty again and no notification is showing."""
+    empty again and no notification is showing. The meter on the right reads "measured"."""
 
     async def run_before(pilot) -> None:
         await send(pilot, "hello")
@@ -29,7 +31,8 @@ def test_after_one_turn(snap_compare, scene_runtime: Runtime) -> None:
 
 def test_light_theme_after_one_turn(snap_compare, scene_runtime: Runtime) -> None:
     """The same conversation as after one turn, on foya-light: a pale background, dark text, a
-    purple bar for "you" and a dark teal bar for "foya"; every line must be easy to read."""
+    purple bar for "you" and a dark teal bar for "foya"; every line must be easy to read, the
+    meter's layer colours and numbers included."""
 
     async def run_before(pilot) -> None:
         await send(pilot, "hello")

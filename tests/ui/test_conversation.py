@@ -226,11 +226,20 @@ async def test_resume_renders_the_stored_history(make_runtime: Callable[..., Run
     app = FoyaApp(make_runtime(), session_id=session.id)
     async with app.run_test(size=SIZE) as pilot:
         await send(pilot, "thanks")
-        assert roles(app) == ["user", "assistant"] * 3
         blocks = app.conversation.messages.blocks
-        assert blocks[0].text == "hello"
+        # The simulator explores with tools, so a turn may hold tool calls and results between
+        # the user's message and the final reply.
+        users = [index for index, block in enumerate(blocks) if block.role == "user"]
+        assert [blocks[index].text for index in users] == [
+            "hello",
+            "what files are in this project?",
+            "thanks",
+        ]
         assert blocks[1].text == first[-1].text
-        assert "README.md" in blocks[3].text  # the simulator listed the fixed working directory
+        second_reply = blocks[users[2] - 1]
+        assert second_reply.role == "assistant"
+        assert "README.md" in second_reply.text  # the simulator listed the fixed working directory
+        assert blocks[-1].role == "assistant"
         assert f"session {session.info.short_id}" in header(app)
         assert app.session is not None and app.session.id == session.id
 
@@ -303,7 +312,11 @@ def test_every_binding_has_an_id_and_a_tooltip() -> None:
 
 
 def test_start_up_imports_neither_litellm_nor_the_tokenizer(runtime: Runtime) -> None:
-    """Run the app headless in a fresh process until it is ready, then look at what was imported."""
+    """Run the app headless in a fresh process until it is ready, then look at what was imported.
+
+    The meter's preview loads the tokenizer in the Bridge's worker once the prompt is ready, so
+    the check runs in that worker just before the preview; LiteLLM must not be loaded even once
+    the preview has arrived."""
     script = f"""
 import asyncio, sys
 from pathlib import Path
@@ -312,20 +325,32 @@ from foya_tui.runtime.runtime import Runtime
 from foya_tui.settings import Settings
 from foya_tui.ui.app import FoyaApp
 
+from foya_tui.ui.bridge import Bridge
+
+at_ready = []
+preview = Bridge._post_preview
+
+def probe(bridge):
+    # Called by the worker right after it announced the route (the prompt is ready then).
+    at_ready.extend(name for name in ("litellm", "tiktoken") if name in sys.modules)
+    preview(bridge)
+
+Bridge._post_preview = probe
+
 async def main():
     database = Path({str(runtime.paths.database)!r})
     app = FoyaApp(Runtime(Settings(), FoyaPaths(database.parent, database.parent, database)))
     async with app.run_test() as pilot:
-        while not app.conversation.ready:
+        while app.conversation.context_report is None:
             await pilot.pause(0.01)
-    loaded = [name for name in ("litellm", "tiktoken") if name in sys.modules]
-    print(",".join(loaded) or "none")
+    after_preview = "litellm" in sys.modules
+    print(",".join(at_ready) or "none", after_preview)
 
 asyncio.run(main())
 """
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
-    assert result.stdout.strip() == "none"
+    assert result.stdout.strip() == "none False"
 
 
 async def test_a_runtime_factory_is_opened_in_a_worker_after_the_first_frame(

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from textual.color import Color
 
-from foya_tui.ui.themes import ThemeError, builtin_themes, load_theme, themes_dir
+from foya_tui.ui.themes import METER_FALLBACKS, ThemeError, builtin_themes, load_theme, themes_dir
 
 TEXT_ROLES = ("primary", "secondary", "accent", "warning", "error", "success")
 
@@ -40,6 +40,16 @@ def test_theme_colours_are_legible(theme) -> None:
     assert contrast(theme.foreground, theme.background) >= 7
     for role in TEXT_ROLES:
         assert contrast(getattr(theme, role), theme.background) >= 4.5, role
+
+
+@pytest.mark.parametrize("theme", builtin_themes(), ids=lambda theme: theme.name)
+def test_meter_colours_are_set_and_visible(theme) -> None:
+    # The meter's layer and reserve colours are graphics: WCAG's 3:1 for non-text contrast, against
+    # both the screen and the sidebar behind the meter.
+    for name in METER_FALLBACKS:
+        colour = theme.variables[name]
+        for behind in (theme.background, theme.surface):
+            assert contrast(colour, behind) >= 3, (name, behind)
 
 
 def test_a_theme_file_with_an_unknown_key_is_refused(tmp_path: Path) -> None:

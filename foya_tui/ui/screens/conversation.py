@@ -1,24 +1,45 @@
-"""Provides the conversation screen: header, streaming message list, prompt and footer.
+"""Provides the conversation screen: header, streaming message list, budget meter, prompt and footer.
 
 The screen renders what the Bridge reports and decides when a submission may be sent; it never
-calls the runtime itself.
+calls the runtime itself. The budget meter follows the screen's `context_report` and
+`input_steps` reactives (bound with `data_bind`), which the Bridge's messages set.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TYPE_CHECKING, ClassVar
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
+from textual.containers import Horizontal
 from textual.content import Content
+from textual.reactive import var
 from textual.screen import Screen
 from textual.widgets import Footer, Static
 
 from foya_tui.runtime.text import clean_user_text
-from foya_tui.runtime.updates import ReplyDelta, RetryScheduled, TurnFailed, TurnFinished, TurnStarted
+from foya_tui.runtime.updates import (
+    ContextUpdated,
+    ReplyDelta,
+    RetryScheduled,
+    TurnFailed,
+    TurnFinished,
+    TurnStarted,
+)
 from foya_tui.ui.bridge import Bridge
-from foya_tui.ui.messages import BridgeFailed, RouteResolved, RuntimeUpdated, SessionCreated, SessionOpened
+from foya_tui.ui.messages import (
+    BridgeFailed,
+    ContextReported,
+    RouteResolved,
+    RoutesListed,
+    RouteSwitched,
+    RuntimeUpdated,
+    SessionCreated,
+    SessionOpened,
+    StepsRecorded,
+)
+from foya_tui.ui.widgets.budget_meter import BudgetMeter, MeterLine
 from foya_tui.ui.widgets.message_block import MessageBlock
 from foya_tui.ui.widgets.message_list import MessageList, history_items
 from foya_tui.ui.widgets.prompt import Prompt
@@ -30,6 +51,10 @@ if TYPE_CHECKING:
 
 OPENING = "opening the session…"
 REPLYING = "a reply is being written · esc cancel · you can type your next message"
+SWITCHING = "switching the route…"
+SIDEBAR_FROM = 100
+"""Terminal width (columns) from which the budget meter is a sidebar rather than one line."""
+SWITCH_REFUSED = "The route cannot change while a reply is being written; wait for it or press esc."
 EMPTY_HINT = "Nothing here yet. Type a message below and press Enter; every message is kept in a local log."
 SIMULATOR_HINT = (
     "No model is configured, so the offline simulator answers: a deterministic stand-in that "
@@ -41,6 +66,8 @@ class ConversationScreen(Screen[None]):
     """The main screen: one conversation with the agent."""
 
     CSS_PATH = "conversation.tcss"
+    # Below 100 columns the sidebar meter gives way to a one-line meter under the header.
+    HORIZONTAL_BREAKPOINTS: ClassVar[list[tuple[int, str]]] = [(0, "-narrow"), (SIDEBAR_FROM, "-wide")]
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding(
             "escape",
@@ -49,7 +76,19 @@ class ConversationScreen(Screen[None]):
             id="turn.cancel",
             tooltip="Stop the reply being written; what already arrived is kept",
         ),
+        Binding(
+            "ctrl+r",
+            "switch_route",
+            "route",
+            id="route.switch",
+            tooltip="Choose the model route for the next message (nothing is sent)",
+        ),
     ]
+
+    context_report: var[Mapping[str, Any] | None] = var(None)
+    """The compiled context of the next request (`RequestView.report()`), shown by the meter."""
+    input_steps: var[tuple[int, ...]] = var(())
+    """Input tokens of each model call of this session, for the meter's sparkline."""
 
     def __init__(
         self,
@@ -66,10 +105,18 @@ class ConversationScreen(Screen[None]):
         self._busy: str | None = OPENING
         """Why Enter does not send right now (None: it does)."""
         self.turn_running = False
+        # The breakpoint's class, set now: set by the first resize, it would restyle the whole screen
+        # once more before the first frame (about 20 ms, tests/bench/bench_startup.py).
+        self.add_class("-narrow" if self.app.size.width < SIDEBAR_FROM else "-wide")
 
     def compose(self) -> ComposeResult:
         yield Static(id="header")
-        yield MessageList()
+        yield MeterLine().data_bind(report=ConversationScreen.context_report)
+        with Horizontal(id="main"):
+            yield MessageList()
+            yield BudgetMeter().data_bind(
+                report=ConversationScreen.context_report, steps=ConversationScreen.input_steps
+            )
         yield Prompt()
         yield Footer()
         yield self.bridge
@@ -85,6 +132,10 @@ class ConversationScreen(Screen[None]):
     @property
     def messages(self) -> MessageList:
         return self.query_one(MessageList)
+
+    @property
+    def meter(self) -> BudgetMeter:
+        return self.query_one(BudgetMeter)
 
     @property
     def ready(self) -> bool:
@@ -108,6 +159,11 @@ class ConversationScreen(Screen[None]):
         self._busy = why
         self.query_one(Prompt).set_busy(why)
         self.refresh_bindings()
+
+    @property
+    def route(self) -> Route | None:
+        """The route the next message goes to (None while the session opens)."""
+        return self._route
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action == "cancel_turn":
@@ -133,6 +189,31 @@ class ConversationScreen(Screen[None]):
     def action_cancel_turn(self) -> None:
         self.bridge.cancel_turn()
 
+    def action_switch_route(self) -> None:
+        """Open the route switcher (its routes are listed by the Bridge, which reads the store)."""
+        if self.turn_running:
+            self.notify(SWITCH_REFUSED, severity="warning")
+            return
+        if self._busy is not None:  # still opening, or another switch is under way
+            self.notify(f"Not yet: {self._busy}", timeout=3)
+            return
+        self.bridge.list_routes()
+
+    def on_routes_listed(self, message: RoutesListed) -> None:
+        # Imported on first use: the switcher is not needed for the first frame.
+        from foya_tui.ui.screens.routes import RouteSwitcher
+
+        self.app.push_screen(RouteSwitcher(message.options, message.current_id), self._route_chosen)
+
+    def _route_chosen(self, route: Route | None) -> None:
+        if route is None or (self._route is not None and route.id == self._route.id):
+            return
+        if self.turn_running:  # a message was sent while the switcher was opening
+            self.notify(SWITCH_REFUSED, severity="warning")
+            return
+        self._set_busy(SWITCHING)
+        self.bridge.switch_route(route)
+
     async def new_conversation(self) -> None:
         """Start a new conversation on the same route (the session is created on the first send)."""
         if self.turn_running:
@@ -140,6 +221,7 @@ class ConversationScreen(Screen[None]):
             return
         self.bridge.new_conversation()
         await self.messages.clear()
+        self.input_steps = ()
         self._show_header(None)
 
     # -- what the bridge reports -------------------------------------------------------------
@@ -160,6 +242,19 @@ class ConversationScreen(Screen[None]):
     def on_session_created(self, message: SessionCreated) -> None:
         self._show_header(message.session)
 
+    def on_context_reported(self, message: ContextReported) -> None:
+        self.context_report = message.report
+        if message.steps is not None:
+            self.input_steps = message.steps
+
+    def on_steps_recorded(self, message: StepsRecorded) -> None:
+        self.input_steps = (*self.input_steps, *message.steps)
+
+    def on_route_switched(self, message: RouteSwitched) -> None:
+        self._route = message.route
+        self._show_header(self.bridge.session)
+        self._set_busy(None)
+
     async def on_bridge_failed(self, message: BridgeFailed) -> None:
         self.notify(message.reason, severity="error")
         if self.turn_running:
@@ -169,7 +264,9 @@ class ConversationScreen(Screen[None]):
 
     async def on_runtime_updated(self, message: RuntimeUpdated) -> None:
         update = message.update
-        if isinstance(update, TurnStarted):
+        if isinstance(update, ContextUpdated):
+            self.context_report = update.report
+        elif isinstance(update, TurnStarted):
             self._reply = await self.messages.add_block(MessageBlock("assistant"))
             self._reply.start_stream()
         elif isinstance(update, ReplyDelta):

@@ -1,0 +1,470 @@
+"""Provides the budget meter: the next request's context layers, budget and lines at a glance.
+
+`BudgetMeter` is the sidebar; `MeterLine` is its one-line form for narrow terminals. Both follow
+Textual's ProgressBar: the screen pushes the runtime's report (`RequestView.report()`, a plain
+dict) into a `report` reactive with `data_bind`; `compute_reading` turns it into a clamped
+`MeterReading`; the meter's parts are bound to that reading and only render it. Nothing here
+counts tokens or reads the store: every number arrives in the report. Text is assembled as
+`Content` from plain strings, so a model name such as `[bold]x` is shown literally.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+from textual.app import ComposeResult
+from textual.containers import VerticalScroll
+from textual.content import Content
+from textual.reactive import reactive
+from textual.widget import Widget
+
+from foya_tui.runtime.text import strip_control
+
+# The layers of SPEC X-7, in the order the bar stacks them: (report key, label, theme variable).
+LAYERS: tuple[tuple[str, str, str], ...] = (
+    ("pinned", "pinned", "meter-pinned"),
+    ("history", "history", "meter-history"),
+    ("working_set", "working set", "meter-working-set"),
+    ("tool_schema", "tool schema", "meter-tool-schema"),
+    ("native_state", "native state", "meter-native-state"),
+)
+LAYER_KEYS = tuple(key for key, _, _ in LAYERS)
+SOURCES = ("measured", "measured+estimate", "estimate")
+VERDICTS = ("ok", "handoff", "compact")
+MAX_STEPS = 256
+"""Steps the sparkline keeps; older ones scrolled off the sidebar long ago."""
+MAX_NOTICES = 3
+SPARK_BARS = "▁▂▃▄▅▆▇█"
+GLYPHS = {"free": "·", "reserve": "▒", "handoff": "│", "compact": "│"}
+LAYER_GLYPH = "█"
+NOTCH = "┃"
+"""A line that the total has already passed, cut into the coloured run."""
+
+
+def tokens(value: object) -> int:
+    """A token count from a report: a whole number ≥ 0; anything else (None, text, NaN, bool) is 0."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return 0
+    if isinstance(value, float) and not math.isfinite(value):
+        return 0
+    return max(0, int(value))
+
+
+def one_line(value: object, limit: int = 300) -> str:
+    """A string from a report as one clean line: escapes and control characters removed."""
+    if value is None:
+        return ""
+    cleaned = " ".join(strip_control(str(value)).split())
+    return cleaned if len(cleaned) <= limit else cleaned[: limit - 1] + "…"
+
+
+@dataclass(frozen=True)
+class MeterReading:
+    """A report as the meter shows it: every number clamped, every string one clean line."""
+
+    known: bool = False
+    """False until the first report arrives (the route is still being resolved)."""
+    model: str = ""
+    simulator: bool = False
+    window: int | None = None
+    input_budget: int = 0
+    output_reserve: int = 0
+    reserve_basis: str = ""
+    handoff_at: int = 0
+    high_water: int = 0
+    total: int = 0
+    source: str = "estimate"
+    reason: str = ""
+    layers: tuple[int, ...] = (0, 0, 0, 0, 0)
+    counter: str = ""
+    counted_exactly: bool = False
+    verdict: str = "ok"
+    notices: tuple[str, ...] = ()
+
+    @property
+    def scale(self) -> int:
+        """The tokens the bar spans: the window, or budget + reserve when the window is unknown."""
+        return max(1, self.window or (self.input_budget + self.output_reserve))
+
+    @property
+    def percent(self) -> int:
+        """The total as a share of the input budget (above 100 once the estimate exceeds it)."""
+        return round(100 * self.total / self.input_budget) if self.input_budget else 0
+
+    @property
+    def route_label(self) -> str:
+        return f"{self.model} (simulator)" if self.simulator else self.model
+
+
+EMPTY_READING = MeterReading()
+
+
+def read_report(report: Mapping[str, Any] | None) -> MeterReading:
+    """Clamp a `RequestView.report()` dict into a MeterReading; missing or malformed fields become
+    zero, empty or the safe choice (an unknown source reads as an estimate, an unknown verdict as ok)."""
+    if not isinstance(report, Mapping):
+        return EMPTY_READING
+
+    def section(name: str) -> Mapping[str, Any]:
+        value = report.get(name)
+        return value if isinstance(value, Mapping) else {}
+
+    route, estimate, layers = section("route"), section("estimate"), section("layers")
+    source = one_line(estimate.get("source"))
+    verdict = one_line(report.get("verdict"))
+    notices = report.get("notices")
+    return MeterReading(
+        known=True,
+        model=one_line(route.get("model")) or "unknown model",
+        simulator=route.get("simulator") is True,
+        window=tokens(report.get("window")) or None,
+        input_budget=tokens(report.get("input_budget")),
+        output_reserve=tokens(report.get("output_reserve")),
+        reserve_basis=one_line(report.get("reserve_basis")),
+        handoff_at=tokens(report.get("handoff_at")),
+        high_water=tokens(report.get("high_water")),
+        total=tokens(estimate.get("total")),
+        source=source if source in SOURCES else "estimate",
+        reason=one_line(estimate.get("reason")),
+        layers=tuple(tokens(layers.get(key)) for key in LAYER_KEYS),
+        counter=one_line(report.get("counter")),
+        counted_exactly=report.get("counted_exactly") is True,
+        verdict=verdict if verdict in VERDICTS else "ok",
+        notices=tuple(one_line(n) for n in notices if one_line(n))
+        if isinstance(notices, list | tuple)
+        else (),
+    )
+
+
+def clean_steps(steps: object) -> tuple[int, ...]:
+    """Input tokens per step, clamped to whole numbers ≥ 0, at most the last MAX_STEPS."""
+    if not isinstance(steps, Sequence) or isinstance(steps, str):
+        return ()
+    return tuple(tokens(step) for step in steps[-MAX_STEPS:])
+
+
+# -- the bar, as pure functions of a reading and a width ------------------------------------
+
+
+def columns(amount: int, scale: int, width: int) -> int:
+    """How many cells of a `width`-cell bar spanning `scale` tokens `amount` tokens reach.
+
+    Rounded up, so that any non-zero amount shows, and a total equal to a line's tokens always
+    covers that line's marker (see `marker_columns`)."""
+    if width <= 0 or scale <= 0 or amount <= 0:
+        return 0
+    return min(width, -(-amount * width // scale))
+
+
+def apportion(values: Sequence[int], cells: int) -> list[int]:
+    """Split `cells` among `values` in proportion; the parts always sum to `cells`.
+
+    Every non-zero value gets a cell first while there are cells enough, so each layer present in
+    the request shows its colour however small it is; the rest goes by largest remainder."""
+    values = [max(0, value) for value in values]
+    cells = max(0, cells)
+    parts = [0] * len(values)
+    if not values or not cells:
+        return parts
+    if not any(values):
+        parts[0] = cells
+        return parts
+    present = [index for index, value in enumerate(values) if value]
+    if len(present) <= cells:
+        for index in present:
+            parts[index] = 1
+    rest = cells - sum(parts)
+    total = sum(values)
+    shares = [value * rest // total for value in values]
+    order = sorted(range(len(values)), key=lambda index: (-(values[index] * rest % total), index))
+    for index in order[: rest - sum(shares)]:
+        shares[index] += 1
+    return [part + share for part, share in zip(parts, shares, strict=True)]
+
+
+def bar_segments(reading: MeterReading, width: int) -> list[tuple[str, int]]:
+    """The bar's runs from left to right as (role, cells): the five layers, the free input
+    budget, then the output reserve. The cells always sum to `width`; a total past the budget
+    eats into the reserve, and one past the window fills the whole bar."""
+    width = max(0, width)
+    if not reading.known:
+        return [("free", width)]
+    used = columns(reading.total, reading.scale, width)
+    budget = max(used, columns(reading.input_budget, reading.scale, width))
+    values = reading.layers if any(reading.layers) else (reading.total, 0, 0, 0, 0)
+    runs = list(zip(LAYER_KEYS, apportion(values, used), strict=True))
+    return [*runs, ("free", budget - used), ("reserve", width - budget)]
+
+
+def marker_columns(reading: MeterReading, width: int) -> dict[int, str]:
+    """The cells of the handoff and compaction lines: the last cell their tokens reach. When
+    both fall in one cell (a narrow bar), the compaction line wins."""
+    if not reading.known or width <= 0:
+        return {}
+    marks: dict[int, str] = {}
+    for role, amount in (("handoff", reading.handoff_at), ("compact", reading.high_water)):
+        if amount > 0:
+            marks[max(0, columns(amount, reading.scale, width) - 1)] = role
+    return marks
+
+
+class BarCell(NamedTuple):
+    glyph: str
+    role: str
+    """A layer key, "free", "reserve", "handoff" or "compact"."""
+    under: str
+    """What a marker covers (the role itself for any other cell)."""
+
+
+def bar_cells(reading: MeterReading, width: int) -> list[BarCell]:
+    """Every cell of the bar, markers drawn over whatever they fall on (as a notch on a layer)."""
+    cells: list[BarCell] = []
+    for role, count in bar_segments(reading, width):
+        glyph = GLYPHS.get(role, LAYER_GLYPH)
+        cells += [BarCell(glyph, role, role)] * count
+    for column, role in marker_columns(reading, width).items():
+        under = cells[column].under
+        cells[column] = BarCell(NOTCH if under in LAYER_KEYS else GLYPHS[role], role, under)
+    return cells
+
+
+def sparkline(steps: Sequence[int], width: int) -> str:
+    """One character per step (the newest `width`), heights from zero to the largest step, so a
+    compaction shows as a drop rather than being stretched to the bottom of the range."""
+    shown = [max(0, step) for step in steps][-width:] if width > 0 else []
+    top = max(shown, default=0)
+    if not top:
+        return SPARK_BARS[0] * len(shown)
+    return "".join(SPARK_BARS[min(7, step * 8 // top) if step < top else 7] for step in shown)
+
+
+def badge_text(reading: MeterReading) -> str:
+    """Whether the total is measured, with the reason whenever any of it is an estimate."""
+    if reading.source != "measured" and reading.reason:
+        return f"{reading.source} ({reading.reason})"
+    return reading.source
+
+
+def counting_text(reading: MeterReading) -> str:
+    """How the layers were counted: with the model's own tokenizer, or estimated from characters."""
+    if reading.counted_exactly:
+        return f"layers: exact ({reading.counter})" if reading.counter else "layers: exact"
+    return "layers: estimated from text"
+
+
+def spread(left: str, right: str, width: int) -> str:
+    """`left` and `right` on one line of `width` cells, at least one space apart."""
+    return left + " " * max(1, width - len(left) - len(right)) + right
+
+
+# -- widgets ---------------------------------------------------------------------------------
+
+# Styles by role, from theme variables (resolved when drawn, so a theme change restyles the meter).
+# Plain style strings rather than component classes: each component class costs a styled node per
+# widget, and the meter's parts would have added ~80 of them to the first frame.
+STYLES = {
+    **{key: f"${variable}" for key, _, variable in LAYERS},
+    # Alpha on $foreground, not $text-muted: "auto" colours are not resolved inside Content spans.
+    "free": "$foreground 40%",
+    "reserve": "$meter-reserve",
+    "handoff": "bold $warning",
+    "compact": "bold $error",
+    "dim": "$foreground 70%",
+    "measured": "bold $text-success",
+    "measured+estimate": "bold $text-primary",
+    "estimate": "bold $text-warning",
+    "notice": "$text-warning",
+}
+
+
+class MeterPart(Widget):
+    """A part of the meter: renders the reading its meter binds to it."""
+
+    DEFAULT_CSS = """
+    MeterPart {
+        height: auto;
+    }
+    """
+
+    reading: reactive[MeterReading] = reactive(EMPTY_READING, layout=True)
+
+    def bar(self, width: int) -> Content:
+        """The stacked bar, `width` cells wide, coloured from the theme."""
+        parts: list[tuple[str, str]] = []
+        for cell in bar_cells(self.reading, width):
+            style = STYLES[cell.role]
+            if cell.glyph == NOTCH:
+                # A line inside the coloured run: a cut in the meter's background colour shows on
+                # any layer, where a yellow or red line would vanish on an orange or violet one.
+                style = f"$surface on {STYLES[cell.under]}"
+            parts.append((cell.glyph, style))
+        return Content.assemble(*parts)
+
+
+class MeterTitle(MeterPart):
+    """`CONTEXT  5,412 / 6,144   88%`: the total against the input budget."""
+
+    def render(self) -> Content:
+        reading = self.reading
+        if not reading.known:
+            return Content.assemble(("CONTEXT", "bold"), ("  waiting for the route…", STYLES["dim"]))
+        numbers = f"{reading.total:,} / {reading.input_budget:,}  {reading.percent:>3}%"
+        line = spread("CONTEXT", numbers, self.size.width)
+        return Content.styled(line, "bold")
+
+
+class MeterBar(MeterPart):
+    """The stacked bar: one colour per layer, then the reserve, with the two lines marked."""
+
+    def render(self) -> Content:
+        return self.bar(self.size.width)
+
+
+class MeterDetails(MeterPart):
+    """The numbers behind the bar: layers, reserve, the two lines, the badge and the route."""
+
+    def render(self) -> Content:
+        reading, width = self.reading, self.size.width
+        if not reading.known:
+            return Content("")
+        dim = STYLES["dim"]
+
+        def row(mark: str, role: str, label: str, value: int) -> Content:
+            return Content.assemble((mark, STYLES[role]), " ", spread(label, f"{value:,}", width - 2))
+
+        lines: list[Content] = []
+        for (key, label, _), value in zip(LAYERS, reading.layers, strict=True):
+            lines.append(row("■", key, label, value))
+        lines.append(row(GLYPHS["reserve"], "reserve", "output reserve", reading.output_reserve))
+        if reading.reserve_basis:
+            lines.append(Content.styled(f"  {reading.reserve_basis}", dim))
+        lines.append(row(GLYPHS["handoff"], "handoff", "handoff line", reading.handoff_at))
+        lines.append(row(GLYPHS["compact"], "compact", "compaction line", reading.high_water))
+        lines.append(Content(""))
+        source, _, reason = badge_text(reading).partition(" ")
+        badge = STYLES[reading.source]
+        lines.append(Content.assemble((source, badge), (f" {reason}" if reason else "", dim)))
+        lines.append(Content.styled(counting_text(reading), dim))
+        lines.append(Content(""))
+        lines.append(Content.styled(reading.route_label, "bold"))
+        window = f"window {reading.window:,}" if reading.window else "window unknown"
+        lines.append(Content.styled(window, dim))
+        return Content("\n").join(lines)
+
+
+class StepSparkline(MeterPart):
+    """Input tokens per step, newest on the right; compactions show as drops."""
+
+    steps: reactive[tuple[int, ...]] = reactive((), layout=True)
+
+    def render(self) -> Content:
+        label = " input per step"
+        if not self.steps:
+            return Content.styled("no steps yet", STYLES["dim"])
+        line = sparkline(self.steps, max(1, self.size.width - len(label)))
+        return Content.assemble((line, STYLES["working_set"]), (label, STYLES["dim"]))
+
+
+class MeterNotices(MeterPart):
+    """The compiler's notices (caps hit, unknown window, shortened results), one line each."""
+
+    def render(self) -> Content:
+        notices = self.reading.notices
+        if not notices:
+            return Content("")
+        shown = [Content.styled(f"! {notice}", STYLES["notice"]) for notice in notices[:MAX_NOTICES]]
+        if len(notices) > MAX_NOTICES:
+            shown.append(Content.styled(f"  +{len(notices) - MAX_NOTICES} more", STYLES["dim"]))
+        return Content("\n").join(shown)
+
+
+def set_verdict_classes(widget: Widget, verdict: str) -> None:
+    """Warning colours in the handoff band, error colours at or past the compaction line."""
+    widget.set_class(verdict == "handoff", "-handoff")
+    widget.set_class(verdict == "compact", "-compact")
+
+
+class BudgetMeter(VerticalScroll):
+    """The sidebar meter. Set `report` (a `RequestView.report()` dict) and `steps` (input tokens
+    per step); the parts follow through `reading`."""
+
+    DEFAULT_CSS = """
+    BudgetMeter {
+        height: 1fr;
+        padding: 0 1;
+        border: round $panel-lighten-2;
+        background: $surface;
+        scrollbar-size-vertical: 1;
+        &.-handoff { border: round $warning; }
+        &.-compact { border: round $error; }
+        &.-handoff > MeterTitle { color: $text-warning; }
+        &.-compact > MeterTitle { color: $text-error; }
+        & > MeterBar, & > MeterDetails, & > StepSparkline, & > MeterNotices { margin: 1 0 0 0; }
+        & > MeterBar { margin: 0; }
+    }
+    """
+
+    can_focus = False  # read at a glance: Tab moves between the prompt and the messages only
+    report: reactive[Mapping[str, Any] | None] = reactive(None, always_update=True)
+    steps: reactive[tuple[int, ...]] = reactive(())
+    reading: reactive[MeterReading] = reactive(EMPTY_READING)
+
+    def compose(self) -> ComposeResult:
+        yield MeterTitle().data_bind(BudgetMeter.reading)
+        yield MeterBar().data_bind(BudgetMeter.reading)
+        yield MeterDetails().data_bind(BudgetMeter.reading)
+        yield StepSparkline().data_bind(BudgetMeter.steps)
+        yield MeterNotices().data_bind(BudgetMeter.reading)
+
+    def validate_report(self, report: object) -> Mapping[str, Any] | None:
+        return report if isinstance(report, Mapping) else None
+
+    def validate_steps(self, steps: object) -> tuple[int, ...]:
+        return clean_steps(steps)
+
+    def compute_reading(self) -> MeterReading:
+        return read_report(self.report)
+
+    def watch_reading(self, reading: MeterReading) -> None:
+        set_verdict_classes(self, reading.verdict)
+
+
+class MeterLine(MeterPart):
+    """The meter in one line, for terminals too narrow for the sidebar:
+    `context 5,412/6,144 88% ▕████··│··▒▒▏ measured`."""
+
+    DEFAULT_CSS = """
+    MeterLine {
+        height: 1;
+        padding: 0 1;
+        background: $surface;
+        &.-handoff { color: $text-warning; }
+        &.-compact { color: $text-error; }
+    }
+    """
+
+    report: reactive[Mapping[str, Any] | None] = reactive(None, always_update=True)
+    # Declared again so that it is computed here (a reactive finds its compute method in its own class).
+    reading: reactive[MeterReading] = reactive(EMPTY_READING)
+
+    def validate_report(self, report: object) -> Mapping[str, Any] | None:
+        return report if isinstance(report, Mapping) else None
+
+    def compute_reading(self) -> MeterReading:
+        return read_report(self.report)
+
+    def watch_reading(self, reading: MeterReading) -> None:
+        set_verdict_classes(self, reading.verdict)
+
+    def render(self) -> Content:
+        reading = self.reading
+        if not reading.known:
+            return Content.assemble(("context", "bold"), (" waiting for the route…", STYLES["dim"]))
+        numbers = f" {reading.total:,}/{reading.input_budget:,} {reading.percent}% "
+        source = f" {reading.source}"
+        room = self.size.width - len("context") - len(numbers) - len(source) - 2
+        bar = Content.assemble("▕", self.bar(room), "▏") if room >= 8 else Content("")
+        return Content.assemble(("context", "bold"), numbers, bar, (source, STYLES[reading.source]))
