@@ -172,7 +172,8 @@ def _cmd_import(args: argparse.Namespace) -> int:
 
 def _cmd_export(args: argparse.Namespace) -> int:
     with _open_runtime(args) as runtime:
-        route = runtime.route_for(args.sub_model or args.model)
+        model = args.sub_model or args.model
+        route = runtime.route_for(model) if model else None
         for record in runtime.export(args.session, projection=args.projection, route=route):
             _print_json(record)
     return EXIT_OK
@@ -180,7 +181,8 @@ def _cmd_export(args: argparse.Namespace) -> int:
 
 def _cmd_context(args: argparse.Namespace) -> int:
     with _open_runtime(args) as runtime:
-        report = runtime.context(args.session, runtime.route_for(args.sub_model or args.model)).report()
+        model = args.sub_model or args.model
+        report = runtime.context(args.session, runtime.route_for(model) if model else None).report()
     if args.json:
         _print_json(report)
         return EXIT_OK

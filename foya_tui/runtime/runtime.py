@@ -13,7 +13,7 @@ from typing import Any
 
 from foya_tui.paths import FoyaPaths
 from foya_tui.runtime.context.compiler import ContextCompiler, RequestView
-from foya_tui.runtime.model import SessionInfo
+from foya_tui.runtime.model import EventKind, SessionInfo
 from foya_tui.runtime.providers.catalog import model_info, simulator_models
 from foya_tui.runtime.providers.client import ProviderClient
 from foya_tui.runtime.providers.routes import Route, route_for
@@ -23,7 +23,7 @@ from foya_tui.runtime.store.events import utc_now
 from foya_tui.runtime.tools.approval import ApprovalPolicy, Approver
 from foya_tui.runtime.tools.registry import default_registry
 from foya_tui.runtime.transcripts import parse_transcript
-from foya_tui.settings import Settings
+from foya_tui.settings import Settings, SettingsError
 
 
 @dataclass(frozen=True)
@@ -124,8 +124,20 @@ class Runtime:
         return self._session(info, route)
 
     def open_session(self, id_or_prefix: str, route: Route | None = None) -> Session:
-        """Resume a session by id or unique prefix (raises UnknownSessionError)."""
-        return self._session(self.store.find_session(id_or_prefix), route)
+        """Resume a session by id or unique prefix (raises UnknownSessionError). Without a route,
+        the session continues on the model of its last reply (a switch survives a restart)."""
+        info = self.store.find_session(id_or_prefix)
+        return self._session(info, route or self._last_route(info.id))
+
+    def _last_route(self, session_id: str) -> Route | None:
+        reply = self.store.last_event(session_id, EventKind.ASSISTANT_MESSAGE)
+        model = reply.payload.get("model") if reply is not None else None
+        if not isinstance(model, str) or not model:
+            return None
+        try:
+            return self.route_for(model)
+        except (SettingsError, ValueError):
+            return None  # its connection is gone from the config: the default route serves
 
     def list_sessions(self, limit: int | None = None) -> list[SessionInfo]:
         return self.store.list_sessions(limit)

@@ -179,3 +179,16 @@ def test_unknown_simulator_fault_is_a_clear_failure(runtime: Runtime, monkeypatc
     monkeypatch.setenv("FOYA_SIM_FAULTS", "meteor")
     failed = run_turn(runtime.new_session(), "hello")[-1]
     assert isinstance(failed, TurnFailed) and "FOYA_SIM_FAULTS: unknown fault 'meteor'" in failed.reason
+
+
+def test_a_resumed_session_continues_on_its_last_model(tmp_path: Path, workdir: Path, settings) -> None:
+    with Runtime(settings, make_paths(tmp_path), workdir=workdir, clock=lambda: FIXED_NOW) as first:
+        session = first.new_session()
+        run_turn(session, "hello")
+        session.switch_route(first.route_for("foya-sim/large"))
+        run_turn(session, "hello again")
+    with Runtime(settings, make_paths(tmp_path), workdir=workdir, clock=lambda: FIXED_NOW) as second:
+        assert second.open_session(session.id).route.model == "foya-sim/large"
+        small = second.route_for("foya-sim/small")
+        assert second.open_session(session.id, small).route.model == "foya-sim/small"
+        assert second.open_session(second.new_session().id).route.model == "foya-sim/small"  # no reply yet

@@ -211,6 +211,15 @@ class EventStore:
         )
         return [decode_event(session_id, seq, kind, payload, at) for seq, kind, payload, at in cursor]
 
+    def last_event(self, session_id: str, kind: EventKind) -> Event | None:
+        """The newest event of a kind (walks the log backwards on its index, not the whole log)."""
+        row = self._sql.execute_sql(
+            "SELECT seq, kind, payload, created_at FROM event WHERE session_id = ? AND kind = ? "
+            "ORDER BY seq DESC LIMIT 1",
+            (session_id, str(kind)),
+        ).fetchone()
+        return decode_event(session_id, *row) if row is not None else None
+
     def last_seq(self, session_id: str) -> int:
         row = self._sql.execute_sql("SELECT last_seq FROM session WHERE id = ?", (session_id,)).fetchone()
         if row is None:
