@@ -16,7 +16,7 @@ from textual.worker import get_current_worker
 
 from foya_tui.runtime.model import EventKind
 from foya_tui.runtime.providers.client import CancelToken
-from foya_tui.runtime.updates import ContextUpdated
+from foya_tui.runtime.updates import ContextUpdated, ToolCallFinished
 from foya_tui.ui.messages import (
     BridgeFailed,
     ContextReported,
@@ -27,7 +27,10 @@ from foya_tui.ui.messages import (
     SessionCreated,
     SessionOpened,
     StepsRecorded,
+    ToolResultRead,
+    ToolResultRecorded,
 )
+from foya_tui.ui.widgets.message_list import history_items
 
 if TYPE_CHECKING:
     from foya_tui.runtime.model import Event
@@ -79,19 +82,34 @@ class Bridge(Widget):
         """The open session, or None before a new conversation's first message."""
         return self._session
 
+    @property
+    def approval_mode(self) -> str | None:
+        """What tools may do without asking (`read-only`, `ask`, `auto`); None until the runtime exists."""
+        return self.runtime.approval_mode if self.runtime is not None else None
+
+    def _open(self) -> Runtime:
+        """The runtime, opened if it is still a factory, with the TUI's approver installed."""
+        if self.runtime is None and self._open_runtime is not None:
+            self.runtime = self._open_runtime()
+        assert self.runtime is not None
+        from foya_tui.ui.approval import BridgeApprover
+
+        # Before any session exists: a session takes the runtime's approver when it is created.
+        # Always this bridge's own, since a runtime may outlive an earlier app (tests do that).
+        self.runtime.approver = BridgeApprover(self.post_message)
+        return self.runtime
+
     @work(thread=True, exclusive=True, group="session", exit_on_error=False)
     def start(self, session_id: str | None = None) -> None:
         """Resolve the route, then resume `session_id` (posting its history) or wait for a first send."""
         try:
-            if self.runtime is None and self._open_runtime is not None:
-                self.runtime = self._open_runtime()
-            assert self.runtime is not None
-            self._route = self.runtime.route_for(self._model)
+            runtime = self._open()
+            self._route = runtime.route_for(self._model)
             if session_id is not None:
-                session = self.runtime.open_session(session_id, self._route)
-                events = self.runtime.store.events(session.id)
+                session = runtime.open_session(session_id, self._route)
+                events = runtime.store.events(session.id)
                 self._session = session
-                self.post_message(SessionOpened(session, events))
+                self.post_message(SessionOpened(session, events, history_items(events)))
                 self.post_message(ContextReported(session.context().report(), input_steps(events)))
                 return
         except Exception as exc:
@@ -175,6 +193,8 @@ class Bridge(Widget):
 
     @work(thread=True, exclusive=True, group="turn", exit_on_error=False)
     def _run_turn(self, text: str, cancel: CancelToken) -> None:
+        from foya_tui.ui.widgets.tool_block import outcome_of
+
         worker = get_current_worker()
         try:
             session = self._session
@@ -188,6 +208,11 @@ class Bridge(Widget):
             for update in session.send(text, cancel):
                 if worker.is_cancelled:
                     cancel.cancel()
+                if isinstance(update, ToolCallFinished):
+                    # The result may be megabytes: its preview and digest are made here, not in the UI.
+                    outcome = outcome_of(update.seq, update.content, update.is_error, update.metadata)
+                    self.post_message(ToolResultRecorded(update, outcome))
+                    continue
                 self.post_message(RuntimeUpdated(update))
                 if isinstance(update, ContextUpdated):
                     # A turn may make several model calls, and TurnFinished carries only the last
@@ -198,5 +223,31 @@ class Bridge(Widget):
                     steps = input_steps(fresh)
                     if steps:
                         self.post_message(StepsRecorded(steps))
+        except Exception as exc:
+            self.post_message(BridgeFailed(one_line(exc)))
+
+    @work(thread=True, exclusive=True, group="read", exit_on_error=False)
+    def read_tool_result(self, seq: int, name: str) -> None:
+        """Read the full text of the tool result at `seq` from canonical history and post it prepared
+        for the viewer (split and measured here: it may be ten megabytes)."""
+        from foya_tui.runtime.digests import sha256_hex
+        from foya_tui.ui.screens.tool_output import prepare_text
+        from foya_tui.ui.widgets.tool_block import plural
+
+        try:
+            session = self._session
+            assert self.runtime is not None and session is not None, "no session is open"
+            # Only the events from `seq` on are read (history_read does the same).
+            events = self.runtime.store.events(session.id, after_seq=seq - 1)
+            event = events[0] if events and events[0].seq == seq else None
+            content = event.payload.get("content") if event is not None else None
+            if not isinstance(content, str):
+                raise LookupError(f"The result at seq {seq} is not in this session's history.")
+            lines = content.count("\n") + (0 if not content or content.endswith("\n") else 1)
+            facts = (
+                f"seq {seq} · {plural(len(content), 'character')} · {plural(lines, 'line')}"
+                f" · sha256 {sha256_hex(content)}"
+            )
+            self.post_message(ToolResultRead(seq, name, facts, prepare_text(content)))
         except Exception as exc:
             self.post_message(BridgeFailed(one_line(exc)))

@@ -12,7 +12,12 @@ if TYPE_CHECKING:
     from foya_tui.runtime.providers.routes import Route
     from foya_tui.runtime.runtime import RouteOption
     from foya_tui.runtime.session import Session
-    from foya_tui.runtime.updates import RuntimeUpdate
+    from foya_tui.runtime.tools.approval import ApprovalRequest
+    from foya_tui.runtime.updates import RuntimeUpdate, ToolCallFinished
+    from foya_tui.ui.approval import ApprovalAnswer
+    from foya_tui.ui.screens.tool_output import PreparedText
+    from foya_tui.ui.widgets.message_list import HistoryItem
+    from foya_tui.ui.widgets.tool_block import ToolOutcome
 
 
 class RouteResolved(Message):
@@ -24,12 +29,14 @@ class RouteResolved(Message):
 
 
 class SessionOpened(Message):
-    """An existing session was opened; `events` is its whole stored history."""
+    """An existing session was opened; `events` is its whole stored history and `items` what the
+    conversation shows of it (built in the worker: tool results are summarised there)."""
 
-    def __init__(self, session: Session, events: list[Event]) -> None:
+    def __init__(self, session: Session, events: list[Event], items: list[HistoryItem]) -> None:
         super().__init__()
         self.session = session
         self.events = events
+        self.items = items
 
 
 class SessionCreated(Message):
@@ -46,6 +53,37 @@ class RuntimeUpdated(Message):
     def __init__(self, update: RuntimeUpdate) -> None:
         super().__init__()
         self.update = update
+
+
+class ToolResultRecorded(Message):
+    """A tool call of the running turn finished and its result was stored; `outcome` is its bounded
+    preview and digest, prepared in the worker (the runtime's `ToolCallFinished` is in `update`)."""
+
+    def __init__(self, update: ToolCallFinished, outcome: ToolOutcome) -> None:
+        super().__init__()
+        self.update = update
+        self.outcome = outcome
+
+
+class ApprovalRequested(Message):
+    """The running turn waits for the user to allow or deny a tool call; the dialog answers through
+    `answer` (the turn's thread is blocked until then, or until the turn is cancelled)."""
+
+    def __init__(self, request: ApprovalRequest, answer: ApprovalAnswer) -> None:
+        super().__init__()
+        self.request = request
+        self.answer = answer
+
+
+class ToolResultRead(Message):
+    """The full text of a stored tool result was read from history and prepared for viewing."""
+
+    def __init__(self, seq: int, name: str, facts: str, prepared: PreparedText) -> None:
+        super().__init__()
+        self.seq = seq
+        self.name = name
+        self.facts = facts
+        self.prepared = prepared
 
 
 class BridgeFailed(Message):

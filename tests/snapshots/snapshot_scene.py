@@ -2,7 +2,8 @@
 
 A snapshot must render the same on every run and every machine, so everything the screen (or the
 simulator's reply) could take from the surroundings is fixed here: session ids, the clock, the
-working directory's path and contents, and the platform and shell named in the system prompt.
+working directory's path and contents, the platform and shell named in the system prompt, and the
+measured duration of tool calls (shown on each tool block).
 """
 
 from __future__ import annotations
@@ -17,12 +18,15 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
+from types import SimpleNamespace
 from unittest import mock
 
 from textual.pilot import Pilot
 
 from foya_tui.paths import FoyaPaths
+from foya_tui.runtime.providers.client import ProviderClient
 from foya_tui.runtime.runtime import Runtime
+from foya_tui.runtime.tools import registry
 from foya_tui.settings import Settings
 from foya_tui.ui.app import FoyaApp
 from foya_tui.ui.widgets.prompt import Prompt
@@ -50,7 +54,8 @@ def prepare_workdir() -> Path:
 
 @contextmanager
 def fixed_surroundings() -> Iterator[None]:
-    """Sequential session ids (the first is 3f2a9c…), a fixed platform and shell, no simulator faults."""
+    """Sequential session ids (the first is 3f2a9c…), a fixed platform and shell, no simulator
+    faults, and tool calls that take no time (their blocks read "✓ <0.1 s")."""
     counter = itertools.count()
     environment = {key: value for key, value in os.environ.items() if key != "FOYA_SIM_FAULTS"}
     environment["SHELL"] = "/bin/bash"
@@ -59,13 +64,25 @@ def fixed_surroundings() -> Iterator[None]:
         mock.patch.object(platform, "system", lambda: "Linux"),
         mock.patch.object(platform, "release", lambda: "6.1.0"),
         mock.patch.dict(os.environ, environment, clear=True),
+        # Only the registry's clock, which measures each call: the app's own timers keep running.
+        mock.patch.object(registry, "time", SimpleNamespace(perf_counter=lambda: 0.0)),
     ):
         yield
 
 
-def open_runtime(data_dir: Path) -> Runtime:
+def open_runtime(
+    data_dir: Path, *, client: ProviderClient | None = None, approval_mode: str | None = None
+) -> Runtime:
+    """A Runtime on the fixed scene; `client` replaces the simulator (a scripted provider)."""
     paths = FoyaPaths(data_dir=data_dir, config_dir=data_dir, database=data_dir / "foya.sqlite3")
-    return Runtime(Settings(retry_backoff=0.0), paths, workdir=prepare_workdir(), clock=lambda: FIXED_NOW)
+    return Runtime(
+        Settings(retry_backoff=0.0),
+        paths,
+        client=client,
+        workdir=prepare_workdir(),
+        clock=lambda: FIXED_NOW,
+        approval_mode=approval_mode,
+    )
 
 
 def make_app(runtime: Runtime, theme: str | None = None) -> FoyaApp:

@@ -9,11 +9,12 @@ from foya_tui.runtime.runtime import Runtime
 
 def test_empty_conversation(snap_compare, scene_runtime: Runtime) -> None:
     """Just after start, on foya-dark: a one-line header "Foya · new session · foya-sim/small
-    (simulator)", a dim hint in the empty conversation saying that the offline simulator answers,
-    the prompt at the bottom with its placeholder "type a message · Enter send · ctrl+j newline",
-    and a footer with ^r route, ^q quit and ^p palette. No session id yet: it is created by the
-    first send. At 100 columns the budget meter is a sidebar on the right, showing the preview of
-    the first request ("estimate (no usage on this route yet)")."""
+    (simulator) · approval: ask" (the last part dim), a dim hint in the empty conversation saying
+    that the offline simulator answers, the prompt at the bottom with its placeholder "type a
+    message · Enter send · ctrl+j newline", and a footer with ^r route, ^q quit and ^p palette.
+    No session id yet: it is created by the first send. At 100 columns the budget meter is a
+    sidebar on the right, showing the preview of the first request ("estimate (no usage on this
+    route yet)")."""
     assert snap_compare(make_app(scene_runtime), terminal_size=SIZE, run_before=wait_until_ready)
 
 

@@ -3,6 +3,10 @@
 The screen renders what the Bridge reports and decides when a submission may be sent; it never
 calls the runtime itself. The budget meter follows the screen's `context_report` and
 `input_steps` reactives (bound with `data_bind`), which the Bridge's messages set.
+
+Tool calls appear as ToolBlocks inside the turn's assistant block, as they start and finish; the
+latest compiled report says which results the model sees shortened, and those blocks show a badge.
+A call that needs approval opens the approval dialog; the turn's thread waits for its answer.
 """
 
 from __future__ import annotations
@@ -23,12 +27,14 @@ from foya_tui.runtime.updates import (
     ContextUpdated,
     ReplyDelta,
     RetryScheduled,
+    ToolCallStarted,
     TurnFailed,
     TurnFinished,
     TurnStarted,
 )
 from foya_tui.ui.bridge import Bridge
 from foya_tui.ui.messages import (
+    ApprovalRequested,
     BridgeFailed,
     ContextReported,
     RouteResolved,
@@ -38,16 +44,20 @@ from foya_tui.ui.messages import (
     SessionCreated,
     SessionOpened,
     StepsRecorded,
+    ToolResultRead,
+    ToolResultRecorded,
 )
 from foya_tui.ui.widgets.budget_meter import BudgetMeter, MeterLine
 from foya_tui.ui.widgets.message_block import MessageBlock
-from foya_tui.ui.widgets.message_list import MessageList, history_items
+from foya_tui.ui.widgets.message_list import MessageList
 from foya_tui.ui.widgets.prompt import Prompt
 
 if TYPE_CHECKING:
     from foya_tui.runtime.providers.routes import Route
     from foya_tui.runtime.runtime import Runtime
     from foya_tui.runtime.session import Session
+    from foya_tui.ui.screens.approval import ApprovalScreen
+    from foya_tui.ui.widgets.tool_block import ToolBlock
 
 OPENING = "opening the session…"
 REPLYING = "a reply is being written · esc cancel · you can type your next message"
@@ -102,6 +112,11 @@ class ConversationScreen(Screen[None]):
         self._session_id = session_id
         self._route: Route | None = None
         self._reply: MessageBlock | None = None
+        self._running_tools: dict[str, ToolBlock] = {}
+        """This turn's tool calls without a result yet, by call id."""
+        self._shortened: frozenset[int] = frozenset()
+        """Seqs of the results the latest compiled request shows the model shortened (SPEC T-1)."""
+        self._approval: ApprovalScreen | None = None
         self._busy: str | None = OPENING
         """Why Enter does not send right now (None: it does)."""
         self.turn_running = False
@@ -152,7 +167,10 @@ class ConversationScreen(Screen[None]):
             parts.append("opening…")
         else:
             parts += ["session ", (f"{session.info.short_id} ", "bold")] if session else ["new session "]
-            parts += ["· ", self._route.label]
+            parts += ["· ", f"{self._route.label} "]
+            mode = self.bridge.approval_mode
+            if mode is not None:
+                parts += ["· ", ("approval: ", "$text-muted"), (mode, "$text-muted")]
         self.query_one("#header", Static).update(Content.assemble(*parts))
 
     def _set_busy(self, why: str | None) -> None:
@@ -221,6 +239,7 @@ class ConversationScreen(Screen[None]):
             return
         self.bridge.new_conversation()
         await self.messages.clear()
+        self._shortened = frozenset()  # seqs are per session: the old ones mean nothing in the new one
         self.input_steps = ()
         self._show_header(None)
 
@@ -236,7 +255,8 @@ class ConversationScreen(Screen[None]):
     async def on_session_opened(self, message: SessionOpened) -> None:
         self._route = message.session.route
         self._show_header(message.session)
-        await self.messages.show_history(history_items(message.events))
+        await self.messages.show_history(message.items)
+        self._mark_shortened()
         self._set_busy(None)
 
     def on_session_created(self, message: SessionCreated) -> None:
@@ -244,6 +264,7 @@ class ConversationScreen(Screen[None]):
 
     def on_context_reported(self, message: ContextReported) -> None:
         self.context_report = message.report
+        self._follow_shortened(message.report)
         if message.steps is not None:
             self.input_steps = message.steps
 
@@ -256,7 +277,7 @@ class ConversationScreen(Screen[None]):
         self._set_busy(None)
 
     async def on_bridge_failed(self, message: BridgeFailed) -> None:
-        self.notify(message.reason, severity="error")
+        self.notify(message.reason, severity="error", markup=False)
         if self.turn_running:
             await self._end_turn(f"✗ {message.reason}")
         else:
@@ -266,6 +287,15 @@ class ConversationScreen(Screen[None]):
         update = message.update
         if isinstance(update, ContextUpdated):
             self.context_report = update.report
+            self._follow_shortened(update.report)
+        elif isinstance(update, ToolCallStarted):
+            from foya_tui.ui.widgets.tool_block import ToolBlock
+
+            if self._reply is None:
+                self._reply = await self.messages.add_block(MessageBlock("assistant"))
+            block = ToolBlock(update.call_id, update.name, update.arguments)
+            self._running_tools[update.call_id] = block
+            await self._reply.add_tool(block)
         elif isinstance(update, TurnStarted):
             self._reply = await self.messages.add_block(MessageBlock("assistant"))
             self._reply.start_stream()
@@ -277,24 +307,90 @@ class ConversationScreen(Screen[None]):
             self.notify(
                 f"{update.reason}; retrying in {update.delay_seconds:.1f} s (attempt {update.attempt})",
                 severity="information",
+                markup=False,  # provider text: brackets in it are not markup
             )
         elif isinstance(update, TurnFinished):
             if update.notice:
-                self.notify(update.notice, severity="warning")
+                self.notify(update.notice, severity="warning", markup=False)
             await self._end_turn(f"⚠ {update.notice}" if update.notice else None)
         elif isinstance(update, TurnFailed):
             if update.kind == "cancelled":
                 self.notify("Reply cancelled.", timeout=3)
                 await self._end_turn("cancelled")
             else:
-                self.notify(update.reason, severity="error")
+                self.notify(update.reason, severity="error", markup=False)
                 await self._end_turn(f"✗ {update.reason}")
+
+    async def on_tool_result_recorded(self, message: ToolResultRecorded) -> None:
+        from foya_tui.ui.widgets.tool_block import ToolBlock
+
+        update = message.update
+        block = self._running_tools.pop(update.call_id, None)
+        if block is None:
+            # A call the runtime closed without starting it (the turn was cancelled first): it is
+            # still shown, so that every call of the turn visibly has its result.
+            if self._reply is None:
+                self._reply = await self.messages.add_block(MessageBlock("assistant"))
+            block = await self._reply.add_tool(ToolBlock(update.call_id, update.name, ""))
+        block.finish(message.outcome)
+        block.shortened = message.outcome.seq in self._shortened
+
+    def _follow_shortened(self, report: Mapping[str, Any]) -> None:
+        seqs = report.get("shortened_seqs") or ()
+        shortened = frozenset(seq for seq in seqs if isinstance(seq, int))
+        if shortened != self._shortened:
+            self._shortened = shortened
+            self._mark_shortened()
+
+    def _mark_shortened(self) -> None:
+        from foya_tui.ui.widgets.tool_block import ToolBlock
+
+        for block in self.messages.query(ToolBlock):
+            block.shortened = block.seq is not None and block.seq in self._shortened
+
+    def on_tool_block_open_requested(self, message: ToolBlock.OpenRequested) -> None:
+        self.bridge.read_tool_result(message.seq, message.name)
+
+    def on_tool_result_read(self, message: ToolResultRead) -> None:
+        # Imported on first use: the viewer is not needed for the first frame.
+        from foya_tui.ui.screens.tool_output import ToolOutputScreen
+
+        self.app.push_screen(
+            ToolOutputScreen(f"{message.name} · full result", message.facts, message.prepared)
+        )
+
+    def on_approval_requested(self, message: ApprovalRequested) -> None:
+        # Imported on first use: the dialog and the tool modules are not needed for the first frame.
+        from foya_tui.runtime.tools.approval import Decision
+        from foya_tui.ui.screens.approval import ApprovalScreen
+
+        if message.answer.given:  # the turn was cancelled before the question arrived
+            return
+        answer = message.answer
+
+        def answered(decision: Decision | None) -> None:
+            self._approval = None
+            if decision is None:
+                # Escape: stop the turn, then deny, so the runtime closes every open call as cancelled.
+                self.bridge.cancel_turn()
+                answer.give(Decision.DENY)
+            else:
+                answer.give(decision)
+
+        self._approval = ApprovalScreen(message.request, self.bridge.approval_mode or "ask")
+        self.app.push_screen(self._approval, answered)
 
     async def _end_turn(self, marker: str | None) -> None:
         reply, self._reply = self._reply, None
+        if self._approval is not None and self._approval.is_current:
+            self._approval.dismiss(None)  # the turn ended while asking (its answer no longer matters)
+        self._approval = None
+        for block in self._running_tools.values():
+            block.stop()
+        self._running_tools.clear()
         if reply is not None:
             await reply.finish()
-            if not reply.text.strip():
+            if not reply.text.strip() and not reply.tools:
                 await reply.remove()  # a failure before any output leaves no empty block behind
         if marker:
             await self.messages.add_marker(marker)

@@ -2,10 +2,14 @@
 
 User text is shown as plain text (never parsed as markup); model text is rendered as Markdown,
 which does not parse Textual markup either. Both are cleaned of terminal escapes first.
+
+An assistant block holds a whole turn: the text of each step and its tool calls (ToolBlocks), in
+the order they happened; text that follows a tool call goes into a new Markdown segment below it.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from rich.text import Text
@@ -19,7 +23,11 @@ if TYPE_CHECKING:
     from textual.widgets import Markdown
     from textual.widgets.markdown import MarkdownStream
 
+    from foya_tui.ui.widgets.tool_block import ToolBlock, ToolItem
+
 ROLE_LABELS = {"user": "you", "assistant": "foya", "tool": "tool"}
+AFTER_TOOLS = "body -after-tools"
+"""Classes of a text segment that follows tool calls (a blank line sets it apart from them)."""
 # Characters that open a terminal escape sequence. A stream may split a sequence across two
 # fragments, so a tail that starts with one is held back until the sequence can be seen whole.
 _ESCAPE_OPENERS = ("\x1b", "\x9b", "\x9d", "\x90", "\x98", "\x9e", "\x9f")
@@ -38,11 +46,21 @@ def split_escape_tail(text: str) -> tuple[str, str]:
 class MessageBlock(Vertical):
     """A message in the conversation. Assistant blocks can stream their text in."""
 
-    def __init__(self, role: str, text: str = "", *, notes: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self,
+        role: str,
+        text: str = "",
+        *,
+        notes: tuple[str, ...] = (),
+        parts: Sequence[str | ToolItem] = (),
+    ) -> None:
+        """`parts` (stored history) are the text segments and tool calls of a turn, in order; when
+        given, they are shown instead of `text`."""
         super().__init__(classes=f"message -{role}")
         self.role = role
         self._text = strip_control(text)
         self._notes = notes
+        self._parts = tuple(parts)
         self._stream: MarkdownStream | None = None
         self._held = ""
 
@@ -53,7 +71,23 @@ class MessageBlock(Vertical):
             # before its first frame (see tests/bench/bench_startup.py).
             from textual.widgets import Markdown
 
-            yield Markdown(self._text, classes="body")
+            from foya_tui.ui.widgets.tool_block import ToolBlock
+
+            if not self._parts:
+                yield Markdown(self._text, classes="body")
+            after_tools = False
+            for part in self._parts:
+                if isinstance(part, str):
+                    yield Markdown(strip_control(part), classes=AFTER_TOOLS if after_tools else "body")
+                else:
+                    yield ToolBlock.from_item(part)
+                after_tools = not isinstance(part, str)
+        elif self._parts:
+            from foya_tui.ui.widgets.tool_block import ToolBlock
+
+            for part in self._parts:
+                if not isinstance(part, str):
+                    yield ToolBlock.from_item(part)
         else:
             yield Static(Text(self._text), classes="body")
         for note in self._notes:
@@ -61,15 +95,39 @@ class MessageBlock(Vertical):
 
     @property
     def text(self) -> str:
-        """The text as displayed (cleaned); for assistant blocks, what has streamed so far."""
+        """The text as displayed (cleaned); for assistant blocks, what has streamed so far (the
+        segments of a turn with tool calls joined by a blank line)."""
         if self.role == "assistant":
-            return self._markdown().source
+            return "\n\n".join(source for markdown in self._markdowns() if (source := markdown.source))
         return self._text
 
-    def _markdown(self) -> Markdown:
+    @property
+    def tools(self) -> list[ToolBlock]:
+        """The tool calls shown in this block, in order."""
+        from foya_tui.ui.widgets.tool_block import ToolBlock
+
+        return list(self.query_children(ToolBlock))
+
+    def _markdowns(self) -> list[Markdown]:
         from textual.widgets import Markdown
 
-        return self.query_one(Markdown)
+        return list(self.query_children(Markdown))
+
+    def _open_markdown(self) -> Markdown | None:
+        """The Markdown that new text goes into: the last child, unless a tool call came after it."""
+        from textual.widgets import Markdown
+
+        last = self.children[-1] if self.children else None
+        return last if isinstance(last, Markdown) else None
+
+    async def add_tool(self, block: ToolBlock) -> ToolBlock:
+        """Show a tool call of this turn below what has streamed so far; later text goes below it."""
+        await self._end_stream()
+        for markdown in self._markdowns():
+            if not markdown.source:
+                markdown.display = False  # a step that only called tools leaves no blank segment
+        await self.mount(block)
+        return block
 
     def start_stream(self) -> None:
         """Mark the block as receiving a reply (assistant blocks only)."""
@@ -83,13 +141,20 @@ class MessageBlock(Vertical):
             self.start_stream()
             from textual.widgets import Markdown
 
-            self._stream = Markdown.get_stream(self._markdown())
+            markdown = self._open_markdown()
+            if markdown is None:
+                markdown = Markdown(classes=AFTER_TOOLS)
+                await self.mount(markdown)
+            self._stream = Markdown.get_stream(markdown)
         ready, self._held = split_escape_tail(self._held + fragment)
         await self._stream.write(strip_control(ready))
 
     async def finish(self) -> None:
         """End the stream, flushing any held tail (whatever remains of it is cleaned away)."""
         self.remove_class("-streaming")
+        await self._end_stream()
+
+    async def _end_stream(self) -> None:
         if self._stream is None:
             return
         if self._held:

@@ -6,8 +6,9 @@ messages opens as fast as a short one; a one-line note says how many are not sho
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
 from rich.text import Text
 from textual.containers import VerticalScroll
@@ -19,6 +20,9 @@ from foya_tui.runtime.history import event_message, valid_events
 from foya_tui.runtime.model import Event, EventKind, Role
 from foya_tui.ui.widgets.message_block import MessageBlock
 
+if TYPE_CHECKING:
+    from foya_tui.ui.widgets.tool_block import ToolItem, ToolOutcome
+
 MAX_BLOCKS = 200
 _FINISH_MARKERS = {
     "cancelled": "cancelled",
@@ -29,32 +33,102 @@ _FINISH_MARKERS = {
 
 @dataclass(frozen=True)
 class HistoryItem:
-    """One message of stored history as the conversation shows it."""
+    """One message of stored history as the conversation shows it.
+
+    An assistant item holds a whole turn's steps: its text segments and tool calls, in order, in
+    `parts`; `text` is the text segments joined."""
 
     role: str
     text: str
     notes: tuple[str, ...] = ()
     marker: str | None = None
     """A dim line after the message, e.g. when the reply was cancelled."""
+    parts: tuple[str | ToolItem, ...] = ()
+
+
+@dataclass
+class _Turn:
+    """An assistant item being built from one step after another."""
+
+    parts: list[str | ToolItem] = field(default_factory=list)
+    marker: str | None = None
+
+    def item(self) -> HistoryItem:
+        texts = [part for part in self.parts if isinstance(part, str)]
+        return HistoryItem("assistant", "\n\n".join(texts), marker=self.marker, parts=tuple(self.parts))
+
+
+def _outcome(event: Event, content: str) -> ToolOutcome:
+    from foya_tui.ui.widgets.tool_block import outcome_of
+
+    payload = event.payload
+    metadata = payload.get("metadata")
+    return outcome_of(
+        event.seq,
+        content,
+        bool(payload.get("is_error", False)),
+        metadata if isinstance(metadata, Mapping) else None,
+    )
 
 
 def history_items(events: Iterable[Event]) -> list[HistoryItem]:
-    """The displayable messages of a session: valid history only, system messages left out."""
+    """The displayable messages of a session: valid history only, system messages left out.
+
+    Tool results are paired with the calls of the assistant message they follow, by id within that
+    group (as `MessageLog` pairs them for the model); a turn's steps share one assistant item, so a
+    resumed session looks as it did live. A call never answered shows as interrupted, and a result
+    that answers no call of its group (an imported transcript's) still shows, on its own. Call this
+    in a worker: each result is summarised (`outcome_of`).
+    """
+    # Imported here: tool blocks are not needed before the first frame (bench_startup.py).
+    from foya_tui.ui.widgets.tool_block import ToolItem
+
     items: list[HistoryItem] = []
+    turn: _Turn | None = None
+    pending: dict[str, int] = {}
+    """Index in `turn.parts` of each call of the latest assistant message still unanswered."""
+
+    def close_turn() -> None:
+        nonlocal turn
+        if turn is not None:
+            items.append(turn.item())
+            turn = None
+
     for event in valid_events(events):
         message = event_message(event)
         if message is None or message.role is Role.SYSTEM:
             continue
         content = message.content or ""
         if message.role is Role.TOOL:
-            name = message.name or "tool"
-            items.append(HistoryItem("tool", f"{name} returned {len(content):,} characters"))
+            index = pending.pop(message.tool_call_id or "", None)
+            if turn is not None and index is not None:
+                part = turn.parts[index]
+                assert isinstance(part, ToolItem)
+                turn.parts[index] = replace(part, outcome=_outcome(event, content))
+            else:
+                close_turn()
+                orphan = ToolItem(
+                    message.tool_call_id or "", message.name or "tool", "", _outcome(event, content)
+                )
+                items.append(HistoryItem("tool", "", parts=(orphan,)))
             continue
-        notes = tuple(f"▸ {call.name}" for call in message.tool_calls)
-        marker = None
+        pending.clear()
+        if message.role is not Role.ASSISTANT:
+            close_turn()
+            items.append(HistoryItem(str(message.role), content))
+            continue
+        # A step continues the turn when the previous one called tools; otherwise it is a new message.
+        if turn is None or not turn.parts or not isinstance(turn.parts[-1], ToolItem) or turn.marker:
+            close_turn()
+            turn = _Turn()
+        if content:
+            turn.parts.append(content)
+        for call in message.tool_calls:
+            pending[call.id] = len(turn.parts)
+            turn.parts.append(ToolItem(call.id, call.name, call.arguments))
         if event.kind is EventKind.ASSISTANT_MESSAGE:
-            marker = _FINISH_MARKERS.get(str(event.payload.get("finish_reason", "")))
-        items.append(HistoryItem(str(message.role), content, notes, marker))
+            turn.marker = _FINISH_MARKERS.get(str(event.payload.get("finish_reason", "")))
+    close_turn()
     return items
 
 
@@ -97,7 +171,7 @@ class MessageList(VerticalScroll):
             noun = "message" if hidden == 1 else "messages"
             widgets.append(Static(Text(f"{hidden:,} earlier {noun} not shown"), classes="earlier"))
         for item in items[hidden:]:
-            widgets.append(MessageBlock(item.role, item.text, notes=item.notes))
+            widgets.append(MessageBlock(item.role, item.text, notes=item.notes, parts=item.parts))
             if item.marker:
                 widgets.append(marker_line(item.marker))
         self._hint.display = not widgets

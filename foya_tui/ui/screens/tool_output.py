@@ -1,0 +1,243 @@
+"""Provides the full-text view of a tool result: a modal, read-only, scrollable and searchable.
+
+A result can be ten megabytes, so the text is prepared off the UI thread (`prepare_text`, called in
+the Bridge's worker that reads it from history): cleaned of escapes, tabs expanded, split into
+lines (very long lines cut into pieces so no single line costs much to draw) and measured. The
+view then only draws the lines on screen (`TextView`, a ScrollView like Textual's Log), so
+opening, scrolling and finding stay instant whatever the size. Text is never parsed as markup.
+"""
+
+from __future__ import annotations
+
+import re
+from bisect import bisect_right
+from dataclasses import dataclass
+from typing import ClassVar
+
+from rich.cells import cell_len
+from rich.segment import Segment
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Vertical
+from textual.geometry import Size
+from textual.screen import ModalScreen
+from textual.scroll_view import ScrollView
+from textual.selection import Selection
+from textual.strip import Strip
+from textual.widgets import Input, Static
+
+from foya_tui.runtime.text import strip_control
+
+PIECE_CHARS = 1_000
+"""Lines longer than this are shown as several display lines (a minified file is one line)."""
+CONTEXT_LINES = 3
+"""A match is shown this many lines below the top of the view."""
+HELP = "/ find · enter next match · esc close · the text is read from the session history"
+
+
+@dataclass(frozen=True)
+class PreparedText:
+    """A text split into display lines, with where each starts in `text` (for find)."""
+
+    text: str
+    lines: list[str]
+    starts: list[int]
+    width: int
+    """The widest display line, in cells."""
+
+
+def prepare_text(content: str) -> PreparedText:
+    """Clean, split and measure `content` for TextView; call it in a worker for big texts."""
+    text = strip_control(content).expandtabs(4)
+    lines: list[str] = []
+    starts: list[int] = []
+    offset = 0
+    for line in text.split("\n"):
+        if len(line) <= PIECE_CHARS:
+            lines.append(line)
+            starts.append(offset)
+        else:
+            for cut in range(0, len(line), PIECE_CHARS):
+                lines.append(line[cut : cut + PIECE_CHARS])
+                starts.append(offset + cut)
+        offset += len(line) + 1
+    if len(lines) > 1 and text.endswith("\n"):
+        lines.pop()  # a final newline ends the last line; it does not start another
+        starts.pop()
+    if text.isascii():
+        width = max(map(len, lines), default=0)  # one cell per character: measured in C
+    else:
+        width = max((cell_len(line) for line in lines), default=0)
+    return PreparedText(text, lines, starts, width)
+
+
+@dataclass(frozen=True)
+class Match:
+    line: int
+    start: int
+    """Character offsets within the display line."""
+    end: int
+    offset: int
+    """Character offset in the whole text (where the next search starts)."""
+
+
+def find_next(prepared: PreparedText, query: str, after: int) -> Match | None:
+    """The next case-insensitive match of `query` starting after `after` (wrapping round), or None."""
+    if not query:
+        return None
+    pattern = re.compile(re.escape(query), re.IGNORECASE)
+    found = pattern.search(prepared.text, after) or pattern.search(prepared.text, 0)
+    if found is None:
+        return None
+    line = bisect_right(prepared.starts, found.start()) - 1
+    start = found.start() - prepared.starts[line]
+    end = min(found.end() - prepared.starts[line], len(prepared.lines[line]))
+    return Match(line, start, end, found.start())
+
+
+class TextView(ScrollView, can_focus=True):
+    """Read-only lines drawn on demand; text can be selected; one match can be highlighted."""
+
+    DEFAULT_CSS = """
+    TextView {
+        background: $surface;
+        color: $foreground;
+        overflow: scroll;
+        & > .text-view--match {
+            background: $warning 60%;
+            color: $foreground;
+            text-style: bold;
+        }
+    }
+    """
+    COMPONENT_CLASSES: ClassVar[set[str]] = {"text-view--match"}
+
+    def __init__(self, prepared: PreparedText, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.prepared = prepared
+        self.match: Match | None = None
+        self.virtual_size = Size(prepared.width, len(prepared.lines))
+
+    @property
+    def allow_select(self) -> bool:
+        return True
+
+    def show_match(self, match: Match | None) -> None:
+        """Highlight `match` and scroll it into view, a few lines below the top."""
+        self.match = match
+        if match is not None:
+            line = self.prepared.lines[match.line]
+            x = cell_len(line[: match.start])
+            width = self.scrollable_content_region.width
+            # Horizontally only as far as needed to show the whole match.
+            scroll_x = 0 if x + (match.end - match.start) < width else x - width // 2
+            self.scroll_to(x=scroll_x, y=max(0, match.line - CONTEXT_LINES), animate=False, immediate=True)
+        self.refresh()
+
+    def render_line(self, y: int) -> Strip:
+        scroll_x, scroll_y = self.scroll_offset
+        index = scroll_y + y
+        width = self.size.width
+        style = self.rich_style
+        lines = self.prepared.lines
+        if index >= len(lines):
+            return Strip.blank(width, style)
+        line = lines[index]
+        text = Text(line, no_wrap=True, end="")
+        text.stylize(style)
+        if self.match is not None and self.match.line == index:
+            text.stylize(self.get_component_rich_style("text-view--match"), self.match.start, self.match.end)
+        selection = self.text_selection
+        if selection is not None and (span := selection.get_span(index)) is not None:
+            start, end = span
+            text.stylize(
+                self.screen.get_component_rich_style("screen--selection"),
+                start,
+                len(line) if end == -1 else end,
+            )
+        segments = list(text.render(self.app.console)) if line else [Segment("", style)]
+        strip = Strip(segments, cell_len(line)).crop_extend(scroll_x, scroll_x + width, style)
+        return strip.apply_offsets(scroll_x, index)
+
+    def get_selection(self, selection: Selection) -> tuple[str, str] | None:
+        return selection.extract("\n".join(self.prepared.lines)), "\n"
+
+    def selection_updated(self, selection: Selection | None) -> None:
+        self.refresh()
+
+
+class ToolOutputScreen(ModalScreen[None]):
+    """The full text of one tool result, from canonical history; `/` finds, Enter goes to the next."""
+
+    CSS_PATH = "tool_output.tcss"
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding(
+            "escape", "close", "close", id="output.close", tooltip="Close the full text (or the find box)"
+        ),
+        Binding(
+            "slash,ctrl+f",
+            "find",
+            "find",
+            id="output.find",
+            tooltip="Find text in the result (case-insensitive); Enter jumps to the next match",
+        ),
+        Binding("n", "next_match", "next", id="output.next", tooltip="Jump to the next match", show=False),
+    ]
+
+    def __init__(self, title: str, facts: str, prepared: PreparedText) -> None:
+        super().__init__()
+        self.title_text = title
+        self.facts = facts
+        self.prepared = prepared
+        self._query = ""
+        self._match: Match | None = None
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="output-dialog") as dialog:
+            dialog.border_title = self.title_text
+            yield Static(Text(self.facts), id="output-facts")
+            yield TextView(self.prepared, id="output-text")
+            yield Input(placeholder="find (case-insensitive) · enter next", id="output-find")
+            yield Static(Text(HELP), id="output-help")
+
+    def on_mount(self) -> None:
+        self.query_one("#output-find", Input).display = False
+        self.query_one(TextView).focus()
+
+    @property
+    def view(self) -> TextView:
+        return self.query_one(TextView)
+
+    def action_close(self) -> None:
+        find = self.query_one("#output-find", Input)
+        if find.display:
+            find.display = False
+            self.view.focus()
+            return
+        self.dismiss(None)
+
+    def action_find(self) -> None:
+        find = self.query_one("#output-find", Input)
+        find.display = True
+        find.focus()
+
+    def action_next_match(self) -> None:
+        self._jump()
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        event.stop()
+        if event.value != self._query:
+            self._query = event.value
+            self._match = None
+        self._jump()
+
+    def _jump(self) -> None:
+        if not self._query:
+            self.action_find()
+            return
+        after = self._match.offset + 1 if self._match is not None else 0
+        self._match = find_next(self.prepared, self._query, after)
+        self.view.show_match(self._match)
+        if self._match is None:
+            self.notify(f"No match for {self._query!r}.", timeout=3, markup=False)
