@@ -14,9 +14,6 @@ from textual import work
 from textual.widget import Widget
 from textual.worker import get_current_worker
 
-from foya_tui.runtime.model import EventKind
-from foya_tui.runtime.providers.client import CancelToken
-from foya_tui.runtime.updates import ContextUpdated, ToolCallFinished
 from foya_tui.ui.messages import (
     BridgeFailed,
     ContextReported,
@@ -34,6 +31,7 @@ from foya_tui.ui.widgets.message_list import history_items
 
 if TYPE_CHECKING:
     from foya_tui.runtime.model import Event
+    from foya_tui.runtime.providers.client import CancelToken
     from foya_tui.runtime.providers.routes import Route
     from foya_tui.runtime.runtime import Runtime
     from foya_tui.runtime.session import Session
@@ -49,6 +47,8 @@ def one_line(exc: BaseException) -> str:
 def input_steps(events: Iterable[Event]) -> tuple[int, ...]:
     """Input tokens of each earlier model call, from history's usage records (the meter's sparkline);
     a step whose provider reported no usage is left out rather than drawn as zero."""
+    from foya_tui.runtime.model import EventKind
+
     steps: list[int] = []
     for event in events:
         if event.kind is not EventKind.PROVIDER_USAGE:
@@ -179,6 +179,9 @@ class Bridge(Widget):
 
     def send(self, text: str) -> None:
         """Start a turn with `text` (the caller ensures no other turn is running)."""
+        # Runtime modules are imported when first used, not at start-up (tests/bench/bench_startup.py).
+        from foya_tui.runtime.providers.client import CancelToken
+
         self._cancel = CancelToken()
         self._run_turn(text, self._cancel)
 
@@ -193,6 +196,7 @@ class Bridge(Widget):
 
     @work(thread=True, exclusive=True, group="turn", exit_on_error=False)
     def _run_turn(self, text: str, cancel: CancelToken) -> None:
+        from foya_tui.runtime.updates import ContextUpdated, ToolCallFinished
         from foya_tui.ui.widgets.tool_block import outcome_of
 
         worker = get_current_worker()

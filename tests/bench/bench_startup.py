@@ -2,10 +2,11 @@
 bare Textual app that shows one label, measured side by side.
 
 Run: `python tests/bench/bench_startup.py [--rounds N]`. Each round starts both as fresh
-processes (alternating, so machine noise hits both alike) in headless mode; each exits right
-after its first refresh. Foya starts exactly as `foya` does (settings, database, theme, the
-conversation screen) on a fresh FOYA_HOME. The target is under 1.5x the bare app, with LiteLLM
-not imported on that path (checked and printed).
+processes (alternating, so machine noise hits both alike) in headless mode; each prints the wall
+clock when Textual hands its first frame to the terminal driver (`App._display`), then exits.
+Foya starts exactly as `foya` does for a new conversation (settings, the runtime factory, theme,
+the conversation screen) on a fresh FOYA_HOME. The target is under 1.5x the bare app, with
+LiteLLM not imported on that path (checked and printed).
 """
 
 from __future__ import annotations
@@ -26,12 +27,14 @@ class Bare(App):
     def compose(self):
         yield Label("hello")
 
-    def on_mount(self):
-        self.call_after_refresh(self.first_frame)
+    painted = False
 
-    def first_frame(self):
-        print(time.time())
-        self.exit()
+    def _display(self, screen, renderable):
+        super()._display(screen, renderable)
+        if renderable is not None and not self.painted:  # the first frame goes to the terminal
+            self.painted = True
+            print(time.time())
+            self.exit()
 
 import time
 Bare().run(headless=True)
@@ -49,13 +52,14 @@ class FirstFrame(FoyaApp):
     # Defined in a -c script, so Textual cannot resolve a relative CSS path from this class.
     CSS_PATH = str(Path(foya_tui.ui.app.__file__).parent / FoyaApp.CSS_PATH)
 
-    def on_mount(self):
-        super().on_mount()
-        self.call_after_refresh(self.first_frame)
+    painted = False
 
-    def first_frame(self):
-        print(time.time())
-        self.exit()
+    def _display(self, screen, renderable):
+        super()._display(screen, renderable)
+        if renderable is not None and not self.painted:  # the first frame goes to the terminal
+            self.painted = True
+            print(time.time())
+            self.exit()
 
 # As run_app does for a new conversation: the runtime is a factory called in a worker.
 paths = resolve_paths()

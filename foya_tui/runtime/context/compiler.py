@@ -9,6 +9,7 @@ events as at 1,000 (see `tests/bench/bench_compiler.py`). Canonical history is n
 from __future__ import annotations
 
 import base64
+import bisect
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -26,7 +27,7 @@ from foya_tui.runtime.context.tokens import (
     counter_for_model,
     message_text,
 )
-from foya_tui.runtime.context.tool_results import LargeResult, choose_results_to_shorten, shortened_text
+from foya_tui.runtime.context.tool_results import LargeResult, shortened_count, shortened_text
 from foya_tui.runtime.context.tracker import Estimate, estimate_request, latest_baseline
 from foya_tui.runtime.digests import digest_of
 from foya_tui.runtime.history import LogEntry, MessageLog, valid_events
@@ -36,7 +37,7 @@ from foya_tui.runtime.providers.client import ProviderRequest
 from foya_tui.runtime.providers.routes import Route
 from foya_tui.runtime.store import EventStore
 from foya_tui.runtime.tools.registry import ToolRegistry
-from foya_tui.settings import Settings
+from foya_tui.settings import Settings, ToolSettings
 
 LAYER_NAMES = ("pinned", "history", "working_set", "tool_schema", "native_state")
 # Tokens charged per image sent: providers bill roughly 765 (OpenAI, high detail) to ~1,600
@@ -166,13 +167,15 @@ class MessageSequence(Sequence[Mapping[str, Any]]):
         self,
         head: tuple[Mapping[str, Any], ...],
         body: Sequence[LogEntry],
-        replaced: Mapping[int, Mapping[str, Any]],
+        replaced: Callable[[int], Mapping[str, Any] | None],
         tail: tuple[Mapping[str, Any], ...],
     ) -> None:
+        """`replaced(i)` is the per-request form of log entry i (an image materialised, a large
+        result shortened), or None when the cached form stands."""
         self._head = head
         self._body = body
         self._length = len(body)
-        self._replaced = dict(replaced)
+        self._replaced = replaced
         self._tail = tail
 
     def __len__(self) -> int:
@@ -183,7 +186,7 @@ class MessageSequence(Sequence[Mapping[str, Any]]):
             return self._head[index]
         index -= len(self._head)
         if index < self._length:
-            return self._replaced.get(index) or self._body[index].openai
+            return self._replaced(index) or self._body[index].openai
         return self._tail[index - self._length]
 
     def __getitem__(self, index: int | slice) -> Any:  # type: ignore[override]
@@ -215,13 +218,19 @@ def message_tokens(message: Mapping[str, Any], counter: TokenCounter) -> int:
 
 @dataclass
 class _TokenColumn:
-    """Prefix sums of per-message tokens for one tokenizer, extended as the log grows, and the
-    tool results too large to show in full under pressure (SPEC T-1)."""
+    """Prefix sums of per-message tokens for one tokenizer, extended as the log grows; and the tool
+    results too large to show in full under pressure (SPEC T-1), each with its shortened form and
+    the running sum of what shortening saves, so a compile decides and accounts in O(log n)."""
 
     counter: TokenCounter
-    oversized_tokens: int
+    policy: ToolSettings
     prefix: list[int] = field(default_factory=lambda: [0])
     large: list[LargeResult] = field(default_factory=list)
+    large_indexes: list[int] = field(default_factory=list)
+    large_seqs: list[int] = field(default_factory=list)
+    shortened: dict[int, Mapping[str, Any]] = field(default_factory=dict)
+    savings: list[int] = field(default_factory=lambda: [0])
+    """savings[k]: tokens saved by shortening the first k large results."""
 
     def extend(self, entries: Sequence[LogEntry]) -> None:
         for index in range(len(self.prefix) - 1, len(entries)):
@@ -229,8 +238,21 @@ class _TokenColumn:
             tokens = message_tokens(entry.openai, self.counter)
             self.prefix.append(self.prefix[-1] + tokens)
             message = entry.message
-            if message.role is Role.TOOL and tokens > self.oversized_tokens and message.content:
-                self.large.append(LargeResult(index, entry.seq, message.tool_call_id or "", tokens))
+            if message.role is Role.TOOL and tokens > self.policy.oversized_tokens and message.content:
+                result = LargeResult(index, entry.seq, message.tool_call_id or "", tokens)
+                text = shortened_text(message.content, result.seq, result.tool_call_id, tokens, self.policy)
+                short = {**entry.openai, "content": text}
+                self.large.append(result)
+                self.large_indexes.append(index)
+                self.large_seqs.append(entry.seq)
+                self.shortened[index] = short
+                self.savings.append(self.savings[-1] + tokens - message_tokens(short, self.counter))
+
+    def saved_between(self, first: int, last: int, shortened_count: int) -> int:
+        """Tokens saved by shortening, among log entries first..last-1 (of the first N large results)."""
+        low = min(bisect.bisect_left(self.large_indexes, first), shortened_count)
+        high = min(bisect.bisect_left(self.large_indexes, last), shortened_count)
+        return self.savings[high] - self.savings[low]
 
 
 class _SessionState:
@@ -253,7 +275,6 @@ class _SessionState:
         """Indexes of log entries that carry images, materialised per request (SPEC I-1)."""
         self.activations: list[tuple[int, tuple[str, ...]]] = []
         """(seq, tool names) that tool_search results activated."""
-        self.shortened: dict[tuple[str, int], tuple[Mapping[str, Any], int]] = {}
 
     def refresh(self, store: EventStore) -> None:
         """Read the events appended since the last refresh; a rewind rebuilds from the store."""
@@ -289,14 +310,14 @@ class _SessionState:
             self.seqs.append(entry.seq)
             self.roles.append(entry.message.role)
 
-    def revision(self, shortened: tuple[int, ...] = ()) -> str:
+    def revision(self, shortened: tuple[int, int] = (0, 0)) -> str:
         """The projection's shape: a measured baseline only describes a request of equal revision."""
-        return digest_of({"rewinds": self.rewinds, "checkpoint": None, "shortened": shortened})[:16]
+        return digest_of({"rewinds": self.rewinds, "checkpoint": None, "shortened": list(shortened)})[:16]
 
-    def column(self, counter: TokenCounter, oversized_tokens: int) -> _TokenColumn:
+    def column(self, counter: TokenCounter, policy: ToolSettings) -> _TokenColumn:
         column = self.columns.get(counter.name)
         if column is None:
-            column = self.columns[counter.name] = _TokenColumn(counter, oversized_tokens)
+            column = self.columns[counter.name] = _TokenColumn(counter, policy)
         column.extend(self.log.entries)
         return column
 
@@ -410,22 +431,6 @@ class ContextCompiler:
             )
         return replaced, deltas
 
-    def _shortened(
-        self, state: _SessionState, result: LargeResult, counter: TokenCounter
-    ) -> tuple[Mapping[str, Any], int]:
-        """The shortened form of a large tool result and its tokens (cached: events never change)."""
-        key = (counter.name, result.index)
-        cached = state.shortened.get(key)
-        if cached is None:
-            entry = state.log.entries[result.index]
-            content = entry.message.content or ""
-            text = shortened_text(
-                content, result.seq, result.tool_call_id, result.tokens, self._settings.tools
-            )
-            message = {**entry.openai, "content": text}
-            cached = state.shortened[key] = (message, message_tokens(message, counter))
-        return cached
-
     def _compile(self, state: _SessionState, route: Route) -> RequestView:
         overrides = self._settings.model_settings(route.model)
         info = model_info(route.model, overrides)
@@ -442,7 +447,7 @@ class ContextCompiler:
         )
         system = Message(role=Role.SYSTEM, content=sources.text).to_openai()
         tail = state.log.tail()
-        column = state.column(counter, self._settings.tools.oversized_tokens)
+        column = state.column(counter, self._settings.tools)
         entries = state.log.entries
         count = len(entries)
         anchor = state.log.anchor_index if state.log.anchor_index is not None else count
@@ -454,8 +459,8 @@ class ContextCompiler:
             self._settings.budget,
         )
 
-        # Per-request replacements of cached messages, and the tokens each one adds or saves.
-        replaced, deltas = self._materialise(state, info, counter)
+        # Images are materialised per request: few entries, each replaced and re-counted.
+        images, image_deltas = self._materialise(state, info, counter)
         tail_tokens = sum(message_tokens(entry.openai, counter) for entry in tail)
         pinned = message_tokens(system, counter) + TOKENS_PER_REPLY
         activated = state.activated_since(entries[anchor].seq if anchor < count else None)
@@ -469,34 +474,37 @@ class ContextCompiler:
             pinned
             + column.prefix[count]
             + tail_tokens
-            + sum(deltas.values())
+            + sum(image_deltas.values())
             + _tool_tokens(tool_schemas(False), counter)
         )
-        shortened = choose_results_to_shorten(
-            column.large,
-            local_total,
-            budget.handoff_at,
-            lambda result: self._shortened(state, result, counter)[1],
-        )
-        for result in shortened:
-            message, tokens = self._shortened(state, result, counter)
-            replaced[result.index] = message
-            deltas[result.index] = tokens - result.tokens
-        tools = tool_schemas(bool(shortened))
+        shorten = shortened_count(column.large, column.savings, local_total, budget.handoff_at)
+        tools = tool_schemas(shorten > 0)
 
-        history_delta = sum(delta for index, delta in deltas.items() if index < anchor)
+        def delta_between(first: int, last: int) -> int:
+            """Tokens this request adds (images) or saves (shortening) among entries first..last-1."""
+            image = sum(delta for index, delta in image_deltas.items() if first <= index < last)
+            return image - column.saved_between(first, last, shorten)
+
+        def replaced(index: int) -> Mapping[str, Any] | None:
+            position = bisect.bisect_left(column.large_indexes, index)
+            if position < shorten and column.large_indexes[position] == index:
+                return column.shortened[index]
+            return images.get(index)
+
         layers = LayerTokens(
             pinned=pinned,
-            history=column.prefix[anchor] + history_delta,
+            history=column.prefix[anchor] + delta_between(0, anchor),
             working_set=column.prefix[count]
             - column.prefix[anchor]
             + tail_tokens
-            + sum(deltas.values())
-            - history_delta,
+            + delta_between(anchor, count),
             tool_schema=_tool_tokens(tools, counter),
             native_state=0,
         )
-        revision = state.revision(tuple(result.seq for result in shortened))
+        shortened_seqs = tuple(column.large_seqs[:shorten])
+        # The large results only ever grow between rewinds (which change the revision themselves),
+        # so how many are shortened and the last of them identify the set.
+        revision = state.revision((shorten, shortened_seqs[-1] if shortened_seqs else 0))
         estimate = estimate_request(
             baseline=baseline,
             revision=revision,
@@ -508,14 +516,14 @@ class ContextCompiler:
                 column.prefix[count]
                 - column.prefix[min(index, count)]
                 + tail_tokens
-                + sum(delta for i, delta in deltas.items() if i >= index)
+                + delta_between(index, count)
             ),
         )
         notices = [f"{notice.source}: {notice.message}" for notice in sources.notices]
         if info.window is None:
             notices.append(f"{route.model}: context window unknown; using the default budget (SPEC B-3)")
-        if shortened:
-            notices.append(f"{len(shortened)} large tool result(s) shortened in the model's view (SPEC T-1)")
+        if shorten:
+            notices.append(f"{shorten} large tool result(s) shortened in the model's view (SPEC T-1)")
         messages = MessageSequence((system,), entries, replaced, tuple(entry.openai for entry in tail))
         return RequestView(
             session_id=state.session_id,
@@ -534,7 +542,7 @@ class ContextCompiler:
             budget=budget,
             estimate=estimate,
             verdict=budget.verdict(estimate.total),
-            shortened_seqs=tuple(result.seq for result in shortened),
+            shortened_seqs=shortened_seqs,
             notices=tuple(notices),
         )
 

@@ -9,7 +9,7 @@ event itself is never changed (SPEC H-2).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from foya_tui.runtime.digests import sha256_hex
@@ -27,23 +27,17 @@ class LargeResult:
     tokens: int
 
 
-def choose_results_to_shorten(
-    candidates: Sequence[LargeResult], total: int, limit: int, shortened_tokens: Callable[[LargeResult], int]
-) -> list[LargeResult]:
-    """Which large results to shorten so `total` falls under `limit` (SPEC T-1).
+def shortened_count(candidates: Sequence[LargeResult], savings: Sequence[int], total: int, limit: int) -> int:
+    """How many large results (oldest first) to shorten so `total` falls under `limit` (SPEC T-1).
 
-    First the earlier ones, newest kept verbatim; only if that is not enough, the newest too.
-    Nothing is shortened while the request is under the limit.
+    First every earlier one, the newest kept verbatim; only if that is not enough, the newest too.
+    Nothing is shortened while the request is under the limit. `savings[k]` is what shortening
+    the first k saves, so this is O(1) however many large results a session holds.
     """
     if total < limit or not candidates:
-        return []
-    ordered = sorted(candidates, key=lambda result: result.seq)
-    earlier, newest = ordered[:-1], ordered[-1]
-    chosen = list(earlier)
-    total -= sum(result.tokens - shortened_tokens(result) for result in earlier)
-    if total >= limit:
-        chosen.append(newest)
-    return chosen
+        return 0
+    earlier = len(candidates) - 1
+    return earlier if total - savings[earlier] < limit else len(candidates)
 
 
 def shortened_text(content: str, seq: int, tool_call_id: str, tokens: int, policy: ToolSettings) -> str:

@@ -23,15 +23,6 @@ from textual.screen import Screen
 from textual.widgets import Footer, Static
 
 from foya_tui.runtime.text import clean_user_text
-from foya_tui.runtime.updates import (
-    ContextUpdated,
-    ReplyDelta,
-    RetryScheduled,
-    ToolCallStarted,
-    TurnFailed,
-    TurnFinished,
-    TurnStarted,
-)
 from foya_tui.ui.bridge import Bridge
 from foya_tui.ui.messages import (
     ApprovalRequested,
@@ -284,6 +275,17 @@ class ConversationScreen(Screen[None]):
             self._set_busy(None)
 
     async def on_runtime_updated(self, message: RuntimeUpdated) -> None:
+        # Imported on the first update, not at start-up (tests/bench/bench_startup.py).
+        from foya_tui.runtime.updates import (
+            ContextUpdated,
+            ReplyDelta,
+            RetryScheduled,
+            ToolCallStarted,
+            TurnFailed,
+            TurnFinished,
+            TurnStarted,
+        )
+
         update = message.update
         if isinstance(update, ContextUpdated):
             self.context_report = update.report

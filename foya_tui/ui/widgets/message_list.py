@@ -16,11 +16,10 @@ from textual.geometry import Size
 from textual.widget import Widget
 from textual.widgets import Static
 
-from foya_tui.runtime.history import event_message, valid_events
-from foya_tui.runtime.model import Event, EventKind, Role
 from foya_tui.ui.widgets.message_block import MessageBlock
 
 if TYPE_CHECKING:
+    from foya_tui.runtime.model import Event
     from foya_tui.ui.widgets.tool_block import ToolItem, ToolOutcome
 
 MAX_BLOCKS = 200
@@ -80,7 +79,9 @@ def history_items(events: Iterable[Event]) -> list[HistoryItem]:
     that answers no call of its group (an imported transcript's) still shows, on its own. Call this
     in a worker: each result is summarised (`outcome_of`).
     """
-    # Imported here: tool blocks are not needed before the first frame (bench_startup.py).
+    # Imported here: history and tool blocks are not needed before the first frame (bench_startup.py).
+    from foya_tui.runtime.history import event_message, valid_events
+    from foya_tui.runtime.model import EventKind, Role
     from foya_tui.ui.widgets.tool_block import ToolItem
 
     items: list[HistoryItem] = []
