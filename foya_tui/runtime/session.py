@@ -268,7 +268,9 @@ class Session:
         # Read-only calls of a batch run in parallel; anything with an effect runs alone, in order,
         # after asking for approval, so the user is never asked two questions at once.
         reads = [call for call in calls if self._effect(call) is Effect.READ_ONLY]
+        started: set[str] = set()
         for call in reads:
+            started.add(call.id)
             yield ToolCallStarted(self.id, call.id, call.name, call.arguments)
         if reads and not cancel.cancelled:
             with ThreadPoolExecutor(max_workers=PARALLEL_READS) as pool:
@@ -282,6 +284,7 @@ class Session:
         for call in calls:
             if call.id in results or cancel.cancelled:
                 continue
+            started.add(call.id)
             yield ToolCallStarted(self.id, call.id, call.name, call.arguments)
             refusal = tools.approval.refusal(ApprovalRequest(self.id, call, self._effect(call)), cancel)
             if cancel.cancelled:
@@ -295,6 +298,8 @@ class Session:
             return True
         for call in calls:
             if call.id not in results:
+                if call.id not in started:  # announced, so a UI can show what never ran
+                    yield ToolCallStarted(self.id, call.id, call.name, call.arguments)
                 cancelled = ToolResult(content=CANCELLED_RESULT, is_error=True, metadata={"cancelled": True})
                 yield self._record(call, cancelled)
         return False

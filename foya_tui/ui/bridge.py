@@ -106,7 +106,9 @@ class Bridge(Widget):
             runtime = self._open()
             self._route = runtime.route_for(self._model)
             if session_id is not None:
-                session = runtime.open_session(session_id, self._route)
+                # Without --model a resumed session continues on the model of its last reply.
+                session = runtime.open_session(session_id, self._route if self._model else None)
+                self._route = session.route
                 events = runtime.store.events(session.id)
                 self._session = session
                 self.post_message(SessionOpened(session, events, history_items(events)))

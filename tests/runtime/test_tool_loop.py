@@ -206,3 +206,13 @@ def test_tool_search_activates_a_deferred_tool_for_the_current_turn_only(
         assert rt.registry.get("weather").spec.visibility.value == "deferred"  # the registry is unchanged
         list(session.send("and tomorrow?"))
         assert "weather" not in offered(client.requests[-1])  # a new turn starts without it
+
+
+def test_every_call_of_a_cancelled_batch_is_announced_once_and_closed(tmp_path: Path, workdir: Path) -> None:
+    batch = (call("s", "shell", command="sleep 30"), call("t", "shell", command="echo never"))
+    with runtime_with(tmp_path, workdir, ScriptedClient([batch]), approval_mode="auto") as rt:
+        cancel = CancelToken()
+        threading.Timer(0.5, cancel.cancel).start()
+        updates = list(rt.new_session().send("run it", cancel))
+        assert [u.call_id for u in updates if isinstance(u, ToolCallStarted)] == ["s", "t"]
+        assert [u.call_id for u in updates if isinstance(u, ToolCallFinished)] == ["s", "t"]

@@ -373,3 +373,16 @@ async def test_a_runtime_factory_is_opened_in_a_worker_after_the_first_frame(
         await wait_until(pilot, lambda: len(roles(app)) == 2 and app.conversation.ready)
         assert app.session is not None
         assert len(opened[0].store.events(app.session.id)) == 3
+
+
+async def test_resume_continues_on_the_model_of_the_last_reply(
+    make_runtime: Callable[..., Runtime], wait_until
+) -> None:
+    headless = make_runtime()
+    session = headless.new_session(headless.route_for("foya-sim/large"))
+    list(session.send("hello"))
+    app = FoyaApp(make_runtime(), session_id=session.id)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_until(pilot, lambda: app.conversation.ready)
+        assert "foya-sim/large (simulator)" in header(app)
+        assert app.session is not None and app.session.route.model == "foya-sim/large"
