@@ -42,29 +42,35 @@ def _encode_payload(payload: Mapping[str, Any]) -> str:
     return text
 
 
+_KINDS: dict[str, EventKind] = {kind.value: kind for kind in EventKind}
+_decode_json = json.JSONDecoder().decode
+
+
 def decode_event(session_id: str, seq: int, kind: str, payload: str, created_at: str) -> Event:
     """Turn a stored row into an Event; a corrupt row becomes an Event with `problem` set.
 
     The raw kind and payload text are kept in the payload, so exporting a corrupt row loses nothing.
+    This runs once per event read (10,000 for a long session), hence the plain dict lookups.
     """
-    problem = None
+    event_kind = _KINDS.get(kind)
     try:
-        event_kind = EventKind(kind)
-        decoded = json.loads(payload)
-        if not isinstance(decoded, dict):
-            raise ValueError("payload is not a JSON object")
+        decoded = _decode_json(payload)
     except ValueError as exc:
-        event_kind = EventKind(kind) if kind in EventKind._value2member_map_ else EventKind.USER_MESSAGE
-        problem = f"unreadable event row ({exc})"
-        decoded = {"raw_kind": kind, "raw_payload": payload}
-    return Event(
-        session_id=session_id,
-        seq=seq,
-        kind=event_kind,
-        payload=decoded,
-        created_at=created_at,
-        problem=problem,
-    )
+        decoded, problem = None, f"payload is not valid JSON ({exc})"
+    else:
+        problem = None if isinstance(decoded, dict) else "payload is not a JSON object"
+    if event_kind is None:
+        problem = problem or f"unknown event kind {kind!r}"
+    if problem is not None:
+        return Event(
+            session_id=session_id,
+            seq=seq,
+            kind=event_kind or EventKind.USER_MESSAGE,
+            payload={"raw_kind": kind, "raw_payload": payload},
+            created_at=created_at,
+            problem=f"unreadable event row ({problem})",
+        )
+    return Event(session_id=session_id, seq=seq, kind=event_kind, payload=decoded, created_at=created_at)
 
 
 _SESSION_COLUMNS = (
