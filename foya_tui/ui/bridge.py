@@ -39,9 +39,10 @@ if TYPE_CHECKING:
 
 def one_line(exc: BaseException) -> str:
     """A failure as one sentence for a notification: never a traceback."""
+    from foya_tui.runtime.providers.errors import one_line as flatten
+
     text = str(exc.args[0]) if exc.args else str(exc)
-    first = " ".join(text.split()) or type(exc).__name__
-    return first if len(first) <= 200 else first[:199] + "…"
+    return flatten(text, limit=200) or type(exc).__name__
 
 
 def input_steps(events: Iterable[Event]) -> tuple[int, ...]:
