@@ -615,7 +615,7 @@ def test_shell_timeout_kills_the_process_group(registry: ToolRegistry, context: 
     assert result.is_error
     assert result.content.startswith("timed out after 1 s; the command and its children were killed")
     assert result.metadata["timed_out"] is True
-    assert 0.9 <= elapsed < 3.0
+    assert 0.9 <= elapsed < 20.0  # killed at its timeout, not after the 30 s sleep
     pgid = int(result.content.splitlines()[1])
     assert wait_until_dead(pgid) == []
 
@@ -629,7 +629,7 @@ def test_shell_cancel_kills_the_process_group(ws: Path, registry: ToolRegistry) 
     start = time.monotonic()
     result = call(registry, context, "shell", command="echo $$; sleep 30")
     timer.cancel()
-    assert time.monotonic() - start < 2.0
+    assert time.monotonic() - start < 20.0  # stopped by the cancel, not after the 30 s sleep
     assert result.is_error and result.metadata["cancelled"] is True
     assert result.content.startswith("cancelled by the user")
     assert wait_until_dead(int(result.content.splitlines()[1])) == []
@@ -639,8 +639,8 @@ def test_shell_cancel_kills_the_process_group(ws: Path, registry: ToolRegistry) 
 def test_shell_does_not_wait_for_background_children(registry: ToolRegistry, context: ToolContext) -> None:
     """The call ends with the shell; a background child keeps running (and holding the pipe)."""
     start = time.monotonic()
-    result = call(registry, context, "shell", command="echo $$; sleep 5 & echo $!")
-    assert time.monotonic() - start < 2.0
+    result = call(registry, context, "shell", command="echo $$; sleep 30 & echo $!")
+    assert time.monotonic() - start < 20.0  # returned with the shell, not after the child's 30 s
     pgid, child = (int(line) for line in result.content.splitlines())
     # Also proves that `live_group_members` sees a live member, so the kill tests mean something.
     assert live_group_members(pgid) == [child]
