@@ -35,6 +35,19 @@ def valid_events(events: Iterable[Event]) -> list[Event]:
     return valid
 
 
+def rewound(seq: int, later_rewinds: Iterable[Event]) -> bool:
+    """Whether a rewind after `seq` invalidated it (SPEC H-4), given the rewinds that follow it.
+
+    Every rewind applies when it is reached, whatever later rewinds do to it, so an event is
+    invalid exactly when some later rewind goes back to before it: `valid_events` agrees.
+    """
+    return any(
+        isinstance(to_seq := rewind.payload.get("to_seq"), int) and to_seq < seq < rewind.seq
+        for rewind in later_rewinds
+        if rewind.kind is EventKind.REWIND and rewind.problem is None
+    )
+
+
 def message_role(event: Event) -> Role | None:
     """The chat role an event speaks in, or None for non-message events."""
     if event.kind is EventKind.USER_MESSAGE:

@@ -244,9 +244,7 @@ class Bridge(Widget):
         try:
             session = self._session
             assert self.runtime is not None and session is not None, "no session is open"
-            # Only the events from `seq` on are read (history_read does the same).
-            events = self.runtime.store.events(session.id, after_seq=seq - 1)
-            event = events[0] if events and events[0].seq == seq else None
+            event = self.runtime.store.event(session.id, seq)
             content = event.payload.get("content") if event is not None else None
             if not isinstance(content, str):
                 raise LookupError(f"The result at seq {seq} is not in this session's history.")

@@ -8,6 +8,7 @@ from foya_tui.runtime.history import (
     MISSING_TOOL_RESULT,
     anchor_seq,
     history_messages,
+    rewound,
     valid_events,
 )
 from foya_tui.runtime.model import Event, EventKind, Role
@@ -99,3 +100,15 @@ def test_non_message_events_are_not_model_visible() -> None:
         ev(3, EventKind.IMPORTED_MESSAGE, role="narrator", content="?"),
     ]
     assert [m.content for m in history_messages(events)] == ["hi"]
+
+
+def test_rewound_agrees_with_valid_events_for_every_event() -> None:
+    """SPEC H-4: checking one event against the rewinds after it gives valid_events' answer."""
+    events = [ev(seq, EventKind.USER_MESSAGE, text=str(seq)) for seq in range(1, 13)]
+    events[5] = ev(6, EventKind.REWIND, to_seq=2)
+    events[8] = ev(9, EventKind.REWIND, to_seq=7)
+    events[10] = ev(11, EventKind.REWIND, to_seq=1)
+    valid = {event.seq for event in valid_events(events)}
+    for event in events:
+        later = [e for e in events if e.seq > event.seq]
+        assert rewound(event.seq, later) == (event.seq not in valid), event.seq

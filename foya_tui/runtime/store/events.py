@@ -217,6 +217,23 @@ class EventStore:
         )
         return [decode_event(session_id, seq, kind, payload, at) for seq, kind, payload, at in cursor]
 
+    def event(self, session_id: str, seq: int) -> Event | None:
+        """One event by seq (one indexed row, not the log after it)."""
+        row = self._sql.execute_sql(
+            "SELECT seq, kind, payload, created_at FROM event WHERE session_id = ? AND seq = ?",
+            (session_id, seq),
+        ).fetchone()
+        return decode_event(session_id, *row) if row is not None else None
+
+    def rewinds_after(self, session_id: str, seq: int) -> list[Event]:
+        """The rewind events after a seq: all that can have invalidated it (SPEC H-4)."""
+        rows = self._sql.execute_sql(
+            "SELECT seq, kind, payload, created_at FROM event WHERE session_id = ? AND seq > ? AND kind = ? "
+            "ORDER BY seq",
+            (session_id, seq, str(EventKind.REWIND)),
+        ).fetchall()
+        return [decode_event(session_id, *row) for row in rows]
+
     def last_event(self, session_id: str, kind: EventKind) -> Event | None:
         """The newest event of a kind (walks the log backwards on its index, not the whole log)."""
         row = self._sql.execute_sql(

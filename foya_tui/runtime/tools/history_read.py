@@ -12,7 +12,7 @@ from typing import Any
 
 from foya_tui.runtime.context.tokens import default_counter
 from foya_tui.runtime.digests import sha256_hex
-from foya_tui.runtime.history import message_role, valid_events
+from foya_tui.runtime.history import message_role, rewound
 from foya_tui.runtime.model import Event, Role
 from foya_tui.runtime.tools.registry import HISTORY_READ_TOOL, ToolContext, ToolResult, ToolSpec, error
 
@@ -35,19 +35,17 @@ class HistoryReadError(Exception):
 def load_result(context: ToolContext, seq: int, tool_call_id: str, sha256: str | None) -> Event:
     """The tool-result event the reference names, verified as SPEC T-3 asks.
 
-    Only the events from `seq` on are read: a rewind invalidates events *before* it, so only a
-    later rewind can have invalidated this one, and `valid_events` over that suffix decides
-    membership exactly as it would over the whole history — without decoding what came earlier.
+    Only the event itself and the rewinds after it are read: a rewind invalidates events *before*
+    it, so only a later rewind can have invalidated this one.
     """
     if context.store is None:
         raise HistoryReadError("no event store is available to read from")
-    events = context.store.events(context.session_id, after_seq=seq - 1)
-    event = events[0] if events and events[0].seq == seq else None
+    event = context.store.event(context.session_id, seq)
     if event is None:
         raise HistoryReadError(f"there is no event {seq} in this session")
     if event.problem is not None:
         raise HistoryReadError(f"event {seq} is unreadable ({event.problem})")
-    if not any(kept.seq == seq for kept in valid_events(events)):
+    if rewound(seq, context.store.rewinds_after(context.session_id, seq)):
         raise HistoryReadError(f"event {seq} was rewound and is no longer part of this session")
     # Imported transcripts carry tool messages too (`foya import`); the compiler shortens any
     # tool-role message, so both kinds can be referenced.
