@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from foya_tui.runtime.model import EventKind, ToolCall
-from foya_tui.runtime.providers.client import CancelToken, ProviderRequest, StreamEvent, StreamFinished
+from foya_tui.runtime.providers.client import CancelToken, ProviderRequest
 from foya_tui.runtime.runtime import Runtime
 from foya_tui.runtime.tools.approval import ApprovalRequest, Decision
 from foya_tui.runtime.tools.registry import ToolContext, ToolResult, ToolSpec, Visibility
@@ -19,22 +18,7 @@ from foya_tui.runtime.updates import ToolCallFinished, ToolCallStarted, TurnFail
 from foya_tui.settings import Settings, ToolSettings
 from tests.conftest import FIXED_NOW, fake_settings, make_paths
 from tests.fakes.openai_server import FakeOpenAIServer
-
-
-class ScriptedClient:
-    """A provider that answers each step from a script: tool calls first, then a text reply."""
-
-    def __init__(self, steps: list[tuple[ToolCall, ...]]) -> None:
-        self.steps = list(steps)
-        self.requests: list[ProviderRequest] = []
-
-    def stream(self, request: ProviderRequest, cancel: CancelToken) -> Iterator[StreamEvent]:
-        self.requests.append(request)
-        calls = self.steps.pop(0) if self.steps else ()
-        yield StreamFinished(
-            text="" if calls else "done", reasoning="", tool_calls=calls,
-            finish_reason="tool_calls" if calls else "stop", usage=None,
-        )  # fmt: skip
+from tests.fakes.scripted import ScriptedClient
 
 
 def call(call_id: str, name: str, **arguments: object) -> ToolCall:
@@ -69,7 +53,7 @@ def test_a_batch_runs_and_records_results_in_call_order(tmp_path: Path, workdir:
         call("b", "read_file", path="README.md"),
         call("c", "glob", pattern="**/*.py"),
     )
-    with runtime_with(tmp_path, workdir, ScriptedClient([batch])) as rt:
+    with runtime_with(tmp_path, workdir, ScriptedClient(batch)) as rt:
         session = rt.new_session()
         updates = list(session.send("look around"))
         assert [u.call_id for u in updates if isinstance(u, ToolCallFinished)] == ["a", "b", "c"]
@@ -85,7 +69,7 @@ def test_model_mistakes_are_results_and_the_turn_goes_on(tmp_path: Path, workdir
         ToolCall("y", "rm_rf", "{}"),
         call("z", "read_file", path="../etc"),
     )
-    with runtime_with(tmp_path, workdir, ScriptedClient([bad])) as rt:
+    with runtime_with(tmp_path, workdir, ScriptedClient(bad)) as rt:
         session = rt.new_session()
         updates = list(session.send("go"))
         results = tool_results(rt, session.id)
@@ -107,7 +91,7 @@ def test_approval_modes_for_writes(
     tmp_path: Path, workdir: Path, mode: str, allowed: bool, fragment: str
 ) -> None:
     write = (call("w", "write_file", path="notes.txt", content="hi"),)
-    with runtime_with(tmp_path, workdir, ScriptedClient([write]), approval_mode=mode) as rt:
+    with runtime_with(tmp_path, workdir, ScriptedClient(write), approval_mode=mode) as rt:
         session = rt.new_session()
         list(session.send("write a note"))
         (result,) = tool_results(rt, session.id)
@@ -132,7 +116,7 @@ def test_allow_for_the_session_is_remembered_and_deny_is_told(tmp_path: Path, wo
         (call("3", "edit_file", path="a.txt", old_string="a", new_string="c"),),
     ]
     approver = RecordingApprover(Decision.ALLOW_SESSION, Decision.DENY)
-    with runtime_with(tmp_path, workdir, ScriptedClient(steps), approver=approver) as rt:
+    with runtime_with(tmp_path, workdir, ScriptedClient(*steps), approver=approver) as rt:
         session = rt.new_session()
         list(session.send("write"))
         results = tool_results(rt, session.id)
@@ -144,7 +128,7 @@ def test_allow_for_the_session_is_remembered_and_deny_is_told(tmp_path: Path, wo
 
 def test_cancel_during_a_batch_closes_every_open_call(tmp_path: Path, workdir: Path) -> None:
     batch = (call("s", "shell", command="sleep 30"), call("t", "shell", command="echo never"))
-    with runtime_with(tmp_path, workdir, ScriptedClient([batch]), approval_mode="auto") as rt:
+    with runtime_with(tmp_path, workdir, ScriptedClient(batch), approval_mode="auto") as rt:
         session = rt.new_session()
         cancel = CancelToken()
         threading.Timer(0.5, cancel.cancel).start()
@@ -191,7 +175,7 @@ def test_tool_search_activates_a_deferred_tool_for_the_current_turn_only(
     tmp_path: Path, workdir: Path
 ) -> None:
     steps = [(call("q", "tool_search", query="weather"),), (call("w", "weather", city="Oslo"),)]
-    client = ScriptedClient(steps)
+    client = ScriptedClient(*steps)
     with runtime_with(tmp_path, workdir, client) as rt:
         rt.registry.register(Weather())
         session = rt.new_session()
@@ -210,7 +194,7 @@ def test_tool_search_activates_a_deferred_tool_for_the_current_turn_only(
 
 def test_every_call_of_a_cancelled_batch_is_announced_once_and_closed(tmp_path: Path, workdir: Path) -> None:
     batch = (call("s", "shell", command="sleep 30"), call("t", "shell", command="echo never"))
-    with runtime_with(tmp_path, workdir, ScriptedClient([batch]), approval_mode="auto") as rt:
+    with runtime_with(tmp_path, workdir, ScriptedClient(batch), approval_mode="auto") as rt:
         cancel = CancelToken()
         threading.Timer(0.5, cancel.cancel).start()
         updates = list(rt.new_session().send("run it", cancel))

@@ -14,37 +14,14 @@ from snapshot_scene import fixed_surroundings, make_app, open_runtime, send, wai
 from textual.pilot import Pilot
 
 from foya_tui.runtime.model import ToolCall
-from foya_tui.runtime.providers.client import (
-    CancelToken,
-    ProviderRequest,
-    StreamEvent,
-    StreamFinished,
-    TextDelta,
-)
 from foya_tui.runtime.runtime import Runtime
 from foya_tui.ui.app import FoyaApp
 from foya_tui.ui.screens.approval import ApprovalScreen
 from foya_tui.ui.widgets.tool_block import ToolBlock
+from tests.fakes.scripted import ScriptedClient
 
 WIDE = (120, 34)
 EXPLORE = "what files are in this project?"
-
-
-class ScriptedClient:
-    """A provider that answers each step from a script: a batch of tool calls, or a text reply."""
-
-    def __init__(self, *steps: tuple[ToolCall, ...] | str) -> None:
-        self.steps = list(steps)
-
-    def stream(self, request: ProviderRequest, cancel: CancelToken) -> Iterator[StreamEvent]:
-        step = self.steps.pop(0) if self.steps else "done"
-        if isinstance(step, str):
-            yield TextDelta(step)
-            yield StreamFinished(text=step, reasoning="", tool_calls=(), finish_reason="stop", usage=None)
-        else:
-            yield StreamFinished(
-                text="", reasoning="", tool_calls=step, finish_reason="tool_calls", usage=None
-            )
 
 
 @pytest.fixture

@@ -11,9 +11,7 @@ import pytest
 from textual.binding import Binding
 from textual.color import Color
 from textual.command import CommandList
-from textual.geometry import Region
 from textual.pilot import Pilot
-from textual.widget import Widget
 
 from foya_tui.runtime.model import EventKind
 from foya_tui.runtime.runtime import Runtime
@@ -24,20 +22,10 @@ from foya_tui.ui.messages import RuntimeUpdated
 from foya_tui.ui.screens.conversation import ConversationScreen
 from foya_tui.ui.widgets.message_list import MAX_BLOCKS
 from foya_tui.ui.widgets.prompt import Prompt
+from tests.ui.screen_text import visible_text
 
 SIZE = (100, 30)
 Send = Callable[[Pilot[None], str], Awaitable[None]]
-
-
-def visible_text(widget: Widget) -> str:
-    """What the widget shows on screen, as plain text (rendered, so markup would have been applied)."""
-    lines: list[str] = []
-    for node in [widget, *widget.query("*")]:
-        if node.children or not node.display:
-            continue
-        region = Region(0, 0, node.size.width, node.size.height)
-        lines += [strip.text.strip() for strip in node.render_lines(region)]
-    return "\n".join(line for line in lines if line)
 
 
 def notifications(app: FoyaApp) -> list[tuple[str, str]]:

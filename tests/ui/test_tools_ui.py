@@ -14,19 +14,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from textual.geometry import Region
 from textual.pilot import Pilot
-from textual.widget import Widget
 from textual.widgets import Button
 
 from foya_tui.paths import FoyaPaths
 from foya_tui.runtime.model import EventKind, ToolCall
 from foya_tui.runtime.providers.client import (
     CancelToken,
-    ProviderRequest,
-    StreamEvent,
-    StreamFinished,
-    TextDelta,
 )
 from foya_tui.runtime.runtime import Runtime
 from foya_tui.runtime.tools.registry import ToolContext, ToolResult, ToolSpec
@@ -37,22 +31,13 @@ from foya_tui.ui.screens.approval import ApprovalScreen
 from foya_tui.ui.screens.tool_output import PIECE_CHARS, ToolOutputScreen, find_next, prepare_text
 from foya_tui.ui.widgets.message_list import history_items
 from foya_tui.ui.widgets.tool_block import PREVIEW_CHARS, PREVIEW_LINES, ToolBlock, outcome_of
+from tests.fakes.scripted import ScriptedClient
+from tests.ui.screen_text import visible_text
 
 SIZE = (100, 30)
 FIXED_NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 Send = Callable[[Pilot[None], str], Awaitable[None]]
 WaitUntil = Callable[..., Awaitable[None]]
-
-
-def visible_text(widget: Widget) -> str:
-    """What the widget shows on screen, as plain text (rendered, so markup would have been applied)."""
-    lines: list[str] = []
-    for node in [widget, *widget.query("*")]:
-        if node.children or not node.display:
-            continue
-        region = Region(0, 0, node.size.width, node.size.height)
-        lines += [strip.text.strip() for strip in node.render_lines(region)]
-    return "\n".join(line for line in lines if line)
 
 
 def tool_blocks(app: FoyaApp) -> list[ToolBlock]:
@@ -61,25 +46,6 @@ def tool_blocks(app: FoyaApp) -> list[ToolBlock]:
 
 def call(call_id: str, name: str, **arguments: object) -> ToolCall:
     return ToolCall(id=call_id, name=name, arguments=json.dumps(arguments))
-
-
-class ScriptedClient:
-    """A provider that answers each step from a script: a batch of tool calls, or a text reply."""
-
-    def __init__(self, *steps: tuple[ToolCall, ...] | str) -> None:
-        self.steps = list(steps)
-        self.requests: list[ProviderRequest] = []
-
-    def stream(self, request: ProviderRequest, cancel: CancelToken) -> Iterator[StreamEvent]:
-        self.requests.append(request)
-        step = self.steps.pop(0) if self.steps else "done"
-        if isinstance(step, str):
-            yield TextDelta(step)
-            yield StreamFinished(text=step, reasoning="", tool_calls=(), finish_reason="stop", usage=None)
-        else:
-            yield StreamFinished(
-                text="", reasoning="", tool_calls=step, finish_reason="tool_calls", usage=None
-            )
 
 
 @pytest.fixture
