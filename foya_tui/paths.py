@@ -31,9 +31,6 @@ class FoyaPaths:
     def config_file(self) -> Path:
         return self.config_dir / CONFIG_FILENAME
 
-    def ensure_data_dir(self) -> None:
-        self.database.parent.mkdir(parents=True, exist_ok=True)
-
 
 def resolve_paths(env: Mapping[str, str] | None = None, database: str | Path | None = None) -> FoyaPaths:
     """Resolve Foya's paths from `FOYA_HOME`, platformdirs and an explicit `--db` override."""

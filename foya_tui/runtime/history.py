@@ -11,9 +11,6 @@ from typing import Any
 
 from foya_tui.runtime.model import AttachmentRef, Event, EventKind, Message, Role, ToolCall
 
-MESSAGE_KINDS = frozenset(
-    {EventKind.USER_MESSAGE, EventKind.ASSISTANT_MESSAGE, EventKind.TOOL_RESULT, EventKind.IMPORTED_MESSAGE}
-)
 MISSING_TOOL_RESULT = "[no result was recorded for this call: it was interrupted]"
 
 

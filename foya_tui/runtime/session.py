@@ -11,7 +11,6 @@ incomplete tool group.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
@@ -334,7 +333,6 @@ class Session:
             is_error=result.is_error,
             content=result.content,
             metadata=dict(result.metadata),
-            finished_at=time.time(),
         )
 
 

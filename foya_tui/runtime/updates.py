@@ -102,7 +102,6 @@ class ToolCallFinished:
     is_error: bool
     content: str
     metadata: Mapping[str, Any]
-    finished_at: float
 
     def to_json(self) -> dict[str, Any]:
         return {

@@ -27,7 +27,7 @@ from foya_tui.runtime.context.tokens import (
     counter_for_model,
     message_text,
 )
-from foya_tui.runtime.context.tool_results import LargeResult, shortened_count, shortened_text
+from foya_tui.runtime.context.tool_results import shortened_count, shortened_text
 from foya_tui.runtime.context.tracker import Estimate, estimate_request, latest_baseline
 from foya_tui.runtime.digests import digest_of
 from foya_tui.runtime.history import LogEntry, MessageLog, valid_events
@@ -225,7 +225,6 @@ class _TokenColumn:
     counter: TokenCounter
     policy: ToolSettings
     prefix: list[int] = field(default_factory=lambda: [0])
-    large: list[LargeResult] = field(default_factory=list)
     large_indexes: list[int] = field(default_factory=list)
     large_seqs: list[int] = field(default_factory=list)
     shortened: dict[int, Mapping[str, Any]] = field(default_factory=dict)
@@ -239,10 +238,9 @@ class _TokenColumn:
             self.prefix.append(self.prefix[-1] + tokens)
             message = entry.message
             if message.role is Role.TOOL and tokens > self.policy.oversized_tokens and message.content:
-                result = LargeResult(index, entry.seq, message.tool_call_id or "", tokens)
-                text = shortened_text(message.content, result.seq, result.tool_call_id, tokens, self.policy)
+                call_id = message.tool_call_id or ""
+                text = shortened_text(message.content, entry.seq, call_id, tokens, self.policy)
                 short = {**entry.openai, "content": text}
-                self.large.append(result)
                 self.large_indexes.append(index)
                 self.large_seqs.append(entry.seq)
                 self.shortened[index] = short
@@ -477,7 +475,7 @@ class ContextCompiler:
             + sum(image_deltas.values())
             + _tool_tokens(tool_schemas(False), counter)
         )
-        shorten = shortened_count(column.large, column.savings, local_total, budget.handoff_at)
+        shorten = shortened_count(column.savings, local_total, budget.handoff_at)
         tools = tool_schemas(shorten > 0)
 
         def delta_between(first: int, last: int) -> int:

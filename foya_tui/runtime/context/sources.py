@@ -142,11 +142,6 @@ _cache: OrderedDict[tuple[str, int, int, int, int], _FileText] = OrderedDict()
 _cache_lock = threading.Lock()
 
 
-def clear_cache() -> None:
-    with _cache_lock:
-        _cache.clear()
-
-
 def _read_bytes(path: Path, limit: int) -> bytes:
     """The one place that opens a file (tests count calls to it)."""
     with path.open("rb") as handle:

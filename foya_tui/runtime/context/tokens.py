@@ -358,13 +358,6 @@ SHARED_CACHE = TokenCountCache()
 _sha256 = hashlib.sha256
 
 
-def content_key(text: str) -> str | bytes:
-    """The cache key of a text: short texts are their own key, longer ones their SHA-256 digest."""
-    if len(text) < SHORT_TEXT_CHARS:
-        return text
-    return _sha256(text.encode("utf-8", "surrogatepass")).digest()
-
-
 class CachedCounter:
     """Wraps any `TokenCounter`: each distinct text is counted once, then read from the cache.
 

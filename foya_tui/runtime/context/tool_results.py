@@ -10,34 +10,25 @@ event itself is never changed (SPEC H-2).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from foya_tui.runtime.digests import sha256_hex
 from foya_tui.runtime.tools.registry import HISTORY_READ_TOOL
 from foya_tui.settings import ToolSettings
 
 
-@dataclass(frozen=True)
-class LargeResult:
-    """A shortening candidate: where it is in the log and how many tokens it costs in full."""
-
-    index: int
-    seq: int
-    tool_call_id: str
-    tokens: int
-
-
-def shortened_count(candidates: Sequence[LargeResult], savings: Sequence[int], total: int, limit: int) -> int:
+def shortened_count(savings: Sequence[int], total: int, limit: int) -> int:
     """How many large results (oldest first) to shorten so `total` falls under `limit` (SPEC T-1).
 
     First every earlier one, the newest kept verbatim; only if that is not enough, the newest too.
     Nothing is shortened while the request is under the limit. `savings[k]` is what shortening
-    the first k saves, so this is O(1) however many large results a session holds.
+    the first k of the session's large results saves (`savings[0] == 0`), so this is O(1)
+    however many large results a session holds.
     """
-    if total < limit or not candidates:
+    large = len(savings) - 1
+    if total < limit or large == 0:
         return 0
-    earlier = len(candidates) - 1
-    return earlier if total - savings[earlier] < limit else len(candidates)
+    earlier = large - 1
+    return earlier if total - savings[earlier] < limit else large
 
 
 def shortened_text(content: str, seq: int, tool_call_id: str, tokens: int, policy: ToolSettings) -> str:

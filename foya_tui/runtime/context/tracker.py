@@ -31,7 +31,6 @@ class Estimate:
     source: EstimateSource
     reason: str
     """One line saying where the number comes from (shown in the meter and `foya context`)."""
-    baseline_seq: int | None = None
 
 
 @dataclass(frozen=True)
@@ -124,10 +123,9 @@ def estimate_request(
     growth = max(0, fixed_tokens - baseline.fixed_tokens) if baseline.fixed_tokens is not None else 0
     total = baseline.floor + added + growth
     if added == 0 and growth == 0:
-        return Estimate(total, EstimateSource.MEASURED, "as measured by the provider", baseline.through_seq)
+        return Estimate(total, EstimateSource.MEASURED, "as measured by the provider")
     return Estimate(
         total,
         EstimateSource.MEASURED_PLUS_ESTIMATE,
         f"measured {baseline.floor:,} + {added + growth:,} estimated since",
-        baseline.through_seq,
     )

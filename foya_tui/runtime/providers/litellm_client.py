@@ -64,10 +64,6 @@ def load_litellm() -> ModuleType:
         return _litellm
 
 
-def is_litellm_loaded() -> bool:
-    return _litellm is not None
-
-
 def _make_simulator_handler(litellm: ModuleType, simulator: Simulator) -> Any:
     """Build the simulator's CustomLLM subclass (defined here because it subclasses LiteLLM)."""
 
