@@ -1,0 +1,76 @@
+"""Provides the wire format of a compaction request: how Foya asks a model for a checkpoint summary
+and what the answer must look like (SPEC C-8, K-13).
+
+It sits beside the providers because two sides speak it: `runtime/compaction/summary.py` builds
+requests and validates answers, and the offline simulator (a provider) answers them. A request is
+one system message that starts with `COMPACTION_MARKER`, then one user message made of tagged
+blocks, in this order (each optional except the transcript or a previous summary):
+
+    <previous-summary index="1" from_seq="1" through_seq="140" level="0">
+    ## Goal
+    …
+    </previous-summary>
+    <transcript from_seq="141" through_seq="268">
+    [seq 141] user: fix the flaky test
+    [seq 142] assistant: I will read it first.
+    [seq 142] assistant → read_file {"path": "tests/test_io.py"}
+    [seq 143] tool read_file (ok): 1→import io …
+    [seq 150] tool shell (error): exit 1 …
+    </transcript>
+    <must-mention>
+    - path: tests/test_io.py
+    - directive: always run the tests before committing
+    </must-mention>
+    <repair>
+    - section "## Next Steps" is empty
+    </repair>
+
+A transcript line starts with `[seq N]`; images appear as `IMAGE_PLACEHOLDER`, never as bytes.
+`<must-mention>` lists what the summary must name (modified paths, user directives); `<repair>`
+appears only in the one shorter repair request and lists what the first candidate lacked.
+"""
+
+from __future__ import annotations
+
+import re
+
+COMPACTION_MARKER = "[foya:compaction-request v1]"
+"""First line of a compaction request's system message: how a provider (the simulator) knows it."""
+
+PROMPT_VERSION = "foya-summary-v1"
+"""Changes whenever the prompt's wording changes: part of failure fingerprints (SPEC C-14)."""
+
+SECTION_TITLES = ("Goal", "Progress", "Key Decisions", "Next Steps", "Critical Context")
+"""The five sections of a text summary, in their required order (SPEC C-8)."""
+
+SECTION_HEADINGS = tuple(f"## {title}" for title in SECTION_TITLES)
+
+IMAGE_PLACEHOLDER = "[image omitted from the summary input]"
+"""What the summariser sees instead of image bytes (SPEC K-13)."""
+
+TRANSCRIPT_TAG = "transcript"
+PREVIOUS_SUMMARY_TAG = "previous-summary"
+MUST_MENTION_TAG = "must-mention"
+REPAIR_TAG = "repair"
+
+MUST_MENTION_PATH = "path"
+MUST_MENTION_DIRECTIVE = "directive"
+
+_BLOCK = re.compile(r"<(?P<tag>[a-z-]+)(?P<attrs>[^>\n]*)>\n(?P<body>.*?)\n?</(?P=tag)>", re.DOTALL)
+_ATTR = re.compile(r'([a-z_]+)="([^"]*)"')
+
+
+def blocks(text: str) -> list[tuple[str, dict[str, str], str]]:
+    """The tagged blocks of a compaction request's user message: (tag, attributes, body)."""
+    return [
+        (match["tag"], dict(_ATTR.findall(match["attrs"])), match["body"]) for match in _BLOCK.finditer(text)
+    ]
+
+
+def open_tag(tag: str, **attributes: object) -> str:
+    attrs = "".join(f' {name}="{value}"' for name, value in attributes.items())
+    return f"<{tag}{attrs}>"
+
+
+def close_tag(tag: str) -> str:
+    return f"</{tag}>"
