@@ -106,6 +106,24 @@ class ToolSettings:
 
 
 @dataclass(frozen=True)
+class CompactionSettings:
+    """History compaction (SPEC C-1..C-15), `[compaction]`."""
+
+    mid_turn_min_steps: int = 3
+    """Complete tool steps after the anchor before a mid-turn checkpoint is worth it (SPEC C-3)."""
+    summary_max_tokens: int = 2_048
+    """Output tokens a summary request may use; reserved out of the route's window when planning."""
+    transcript_message_chars: int = 4_000
+    """Characters of one message the summariser reads (head and tail kept; history keeps all)."""
+    ledger_chars: int = 6_000
+    """Characters of exact evidence kept with a checkpoint (SPEC K-12)."""
+    max_fingerprints: int = 16
+    """Failure fingerprints remembered per session (SPEC C-14)."""
+    max_requests: int = 8
+    """Provider requests one compaction may spend (chunks, repairs and back-offs together)."""
+
+
+@dataclass(frozen=True)
 class Settings:
     """Every setting Foya reads. Each field is documented; all have working defaults."""
 
@@ -121,6 +139,8 @@ class Settings:
     """Token budget numbers (`[budget]`)."""
     tools: ToolSettings = field(default_factory=ToolSettings)
     """Tool execution and large-result settings (`[tools]`)."""
+    compaction: CompactionSettings = field(default_factory=CompactionSettings)
+    """History compaction settings (`[compaction]`)."""
     theme: str = "foya-dark"
     """Theme name: one of the files in `themes/` (`foya-dark`, `foya-light`) or a Textual theme."""
     approval_mode: str = "ask"
@@ -204,8 +224,19 @@ def settings_from_mapping(raw: Mapping[str, Any]) -> Settings:
     budget = BudgetSettings(**_parse_table(BudgetSettings, raw.pop("budget", {}), "budget"))
     budget.validate()
     tools = ToolSettings(**_parse_table(ToolSettings, raw.pop("tools", {}), "tools"))
-    values = _parse_table(Settings, raw, "", skip=frozenset({"connections", "models", "budget", "tools"}))
-    settings = Settings(connections=connections, models=models, budget=budget, tools=tools, **values)
+    compaction = CompactionSettings(
+        **_parse_table(CompactionSettings, raw.pop("compaction", {}), "compaction")
+    )
+    if compaction.max_fingerprints < 1 or compaction.max_requests < 1 or compaction.mid_turn_min_steps < 1:
+        raise SettingsError(
+            "[compaction] max_fingerprints, max_requests and mid_turn_min_steps must be at least 1"
+        )
+    values = _parse_table(
+        Settings, raw, "", skip=frozenset({"connections", "models", "budget", "tools", "compaction"})
+    )
+    settings = Settings(
+        connections=connections, models=models, budget=budget, tools=tools, compaction=compaction, **values
+    )
     if settings.approval_mode not in APPROVAL_MODES:
         raise SettingsError(f"approval_mode must be one of {', '.join(APPROVAL_MODES)}")
     settings.connection_for()  # the default connection must exist

@@ -170,6 +170,12 @@ class MessageLog:
             for seq, call in self._pending
         ]
 
+    @property
+    def open_group_seq(self) -> int | None:
+        """Seq of the assistant message whose calls still wait for results: an incomplete group
+        at the end of history, which never enters a compacted prefix (SPEC C-4)."""
+        return self._pending[0][0] if self._pending else None
+
     def tail(self) -> list[LogEntry]:
         """Placeholders the view needs now for calls still unanswered at the end of history."""
         return self._placeholders()

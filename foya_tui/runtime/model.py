@@ -22,6 +22,8 @@ class EventKind(StrEnum):
     IMPORTED_MESSAGE = "imported_message"
     COMPACTION_COMPLETED = "compaction_completed"
     COMPACTION_DIAGNOSTIC = "compaction_diagnostic"
+    COMPACTION_UNDONE = "compaction_undone"
+    """"Undo compaction": makes the previous checkpoint (or none) current again, deleting nothing."""
     REWIND = "rewind"
     HANDOFF = "handoff"
     PROVIDER_USAGE = "provider_usage"

@@ -12,13 +12,24 @@ from pathlib import Path
 from typing import Any
 
 from foya_tui.paths import FoyaPaths
+from foya_tui.runtime.compaction.checkpoint import Phase
+from foya_tui.runtime.compaction.failures import Trigger
+from foya_tui.runtime.compaction.recovery import CheckpointReader
+from foya_tui.runtime.compaction.report import InspectReport, VerifyReport, inspect_session, verify_session
+from foya_tui.runtime.compaction.service import (
+    CompactionResult,
+    CompactionService,
+    ProgressCallback,
+    Proposal,
+)
+from foya_tui.runtime.compaction.text import TextCompactor
 from foya_tui.runtime.context.compiler import ContextCompiler, RequestView
 from foya_tui.runtime.model import EventKind, SessionInfo
 from foya_tui.runtime.providers.catalog import model_info, simulator_models
-from foya_tui.runtime.providers.client import ProviderClient
+from foya_tui.runtime.providers.client import CancelToken, ProviderClient
 from foya_tui.runtime.providers.routes import Route, route_for
 from foya_tui.runtime.session import RetryPolicy, Session, ToolRuntime
-from foya_tui.runtime.store import EventStore, open_database
+from foya_tui.runtime.store import CompactionStore, EventStore, open_database
 from foya_tui.runtime.store.events import utc_now
 from foya_tui.runtime.tools.approval import ApprovalPolicy, Approver
 from foya_tui.runtime.tools.registry import default_registry
@@ -56,6 +67,8 @@ class Runtime:
         self.workdir = (workdir or Path.cwd()).resolve()
         self._database = open_database(paths.database)
         self.store = EventStore(self._database, clock=clock)
+        self.compaction_store = CompactionStore(self._database, self.store)
+        self.checkpoints = CheckpointReader(self.store, self.compaction_store)
         if client is None:
             from foya_tui.runtime.providers.litellm_client import LiteLLMClient
 
@@ -71,6 +84,14 @@ class Runtime:
             clock=clock,
             config_dir=paths.config_dir,
             registry=self.registry,
+            checkpoints=self.checkpoints,
+        )
+        self.compaction = CompactionService(
+            events=self.store,
+            compaction=self.compaction_store,
+            compiler=self.compiler,
+            compactor=TextCompactor(client, settings.compaction.summary_max_tokens),
+            settings=settings.compaction,
         )
 
     def close(self) -> None:
@@ -117,6 +138,7 @@ class Runtime:
                 max_steps=self.settings.tools.max_steps,
             ),
             retry=RetryPolicy(self.settings.max_retries, self.settings.retry_backoff),
+            compaction=self.compaction,
         )
 
     def new_session(self, route: Route | None = None) -> Session:
@@ -150,6 +172,74 @@ class Runtime:
             workspace=str(self.workdir),
             events=transcript.events,
             artifacts=transcript.artifacts,
+        )
+
+    # -- compaction -----------------------------------------------------------------------
+
+    def compact(
+        self,
+        id_or_prefix: str,
+        route: Route | None = None,
+        *,
+        cancel: CancelToken | None = None,
+        progress: ProgressCallback | None = None,
+    ) -> CompactionResult:
+        """Standalone compaction of an idle session (SPEC C-3), on the session's route by default."""
+        session = self.open_session(id_or_prefix, route)
+        return self.compaction.compact(
+            session.id,
+            session.route,
+            Trigger.MANUAL,
+            phase=Phase.STANDALONE,
+            cancel=cancel,
+            progress=progress,
+        )
+
+    def propose_compaction(
+        self,
+        id_or_prefix: str,
+        route: Route | None = None,
+        *,
+        cancel: CancelToken | None = None,
+        progress: ProgressCallback | None = None,
+    ) -> Proposal | CompactionResult:
+        """A validated standalone candidate to show before committing it (the TUI asks to accept)."""
+        session = self.open_session(id_or_prefix, route)
+        return self.compaction.propose(
+            session.id,
+            session.route,
+            Trigger.MANUAL,
+            phase=Phase.STANDALONE,
+            cancel=cancel,
+            progress=progress,
+        )
+
+    def commit_compaction(self, proposal: Proposal) -> CompactionResult:
+        return self.compaction.commit(proposal)
+
+    def decline_compaction(self, proposal: Proposal) -> CompactionResult:
+        return self.compaction.decline(proposal)
+
+    def undo_compaction(self, id_or_prefix: str) -> tuple[str, str | None]:
+        """Make the previous checkpoint (or none) current by a new event (raises CompactionError)."""
+        return self.compaction.undo(self.store.find_session(id_or_prefix).id)
+
+    def rewind(self, id_or_prefix: str, to_seq: int) -> int:
+        """Rewind a session's valid history to `to_seq` (raises RewindError); returns the event seq."""
+        return self.open_session(id_or_prefix).rewind(to_seq)
+
+    def inspect(self, id_or_prefix: str) -> InspectReport:
+        info = self.store.find_session(id_or_prefix)
+        return inspect_session(info.id, self.store, self.compaction_store, self.checkpoints)
+
+    def verify(self, id_or_prefix: str) -> VerifyReport:
+        info = self.store.find_session(id_or_prefix)
+        return verify_session(
+            info.id,
+            self.store,
+            self.compaction_store,
+            self.checkpoints,
+            self.settings.compaction.max_fingerprints,
         )
 
     def preview_context(self, route: Route | None = None) -> RequestView:

@@ -11,13 +11,22 @@ incomplete tool group.
 
 from __future__ import annotations
 
+import json
+import queue
+import threading
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from foya_tui.runtime.compaction.checkpoint import Phase
+from foya_tui.runtime.compaction.failures import Stage, Trigger
+from foya_tui.runtime.compaction.planner import units_of
+from foya_tui.runtime.compaction.service import CompactionResult, CompactionService
+from foya_tui.runtime.context.budget import Verdict
 from foya_tui.runtime.context.compiler import ContextCompiler, RequestView
+from foya_tui.runtime.history import rewound
 from foya_tui.runtime.model import EventKind, NewEvent, SessionInfo, ToolCall, Usage
 from foya_tui.runtime.providers.client import (
     CancelToken,
@@ -28,7 +37,7 @@ from foya_tui.runtime.providers.client import (
     TextDelta,
     ToolCallDelta,
 )
-from foya_tui.runtime.providers.errors import ProviderError, output_limit_failure
+from foya_tui.runtime.providers.errors import FailureKind, ProviderError, output_limit_failure
 from foya_tui.runtime.providers.litellm_client import retry_delay, sleep_unless_cancelled
 from foya_tui.runtime.providers.routes import Route
 from foya_tui.runtime.store import EventStore
@@ -36,6 +45,8 @@ from foya_tui.runtime.text import clean_user_text
 from foya_tui.runtime.tools.approval import ApprovalPolicy, ApprovalRequest
 from foya_tui.runtime.tools.registry import Effect, ToolContext, ToolRegistry, ToolResult
 from foya_tui.runtime.updates import (
+    CompactionFinished,
+    CompactionProgressed,
     ContextUpdated,
     ReplyDelta,
     RetryScheduled,
@@ -54,6 +65,10 @@ PARALLEL_READS = 4
 
 class EmptyMessageError(ValueError):
     """The user tried to send nothing."""
+
+
+class RewindError(ValueError):
+    """A rewind target is not a place history can go back to (one line for the user)."""
 
 
 @dataclass(frozen=True)
@@ -92,7 +107,9 @@ class Session:
         *,
         tools: ToolRuntime | None = None,
         retry: RetryPolicy = RetryPolicy(),
+        compaction: CompactionService | None = None,
     ) -> None:
+        """Without `compaction`, nothing is ever compacted (the request goes as compiled)."""
         self.store = store
         self.info = info
         self.route = route
@@ -100,6 +117,12 @@ class Session:
         self._compiler = compiler
         self._tools = tools
         self._retry = retry
+        self._compaction = compaction
+        self._budget_compaction_blocked = False
+        """Set when a budget compaction in this turn did not succeed: the turn does not retry it
+        (the provider judges the request; a fingerprint suppresses the same attempt next turn)."""
+        self._reactive_used = False
+        """SPEC C-2: automatic provider-overflow recovery runs at most once per turn."""
 
     @property
     def id(self) -> str:
@@ -125,6 +148,8 @@ class Session:
             title = " ".join(cleaned.split())[:TITLE_LENGTH]
             self.store.set_title(self.id, title)
         self.info = self.store.get_session(self.id)
+        self._budget_compaction_blocked = False
+        self._reactive_used = False
         yield TurnStarted(self.id, user_event.seq, self.route.id, self.route.model)
         max_steps = self._tools.max_steps if self._tools else 1
         for _ in range(max_steps):
@@ -154,6 +179,17 @@ class Session:
         """Compile, stream and record one model call. Returns (its StreamFinished, the reply's
         seq), or None when the turn ended here (it then already yielded TurnFailed)."""
         view = self.context()
+        if (
+            view.verdict is Verdict.COMPACT
+            and self._compaction is not None
+            and not self._budget_compaction_blocked
+        ):
+            # SPEC C-2 budget trigger: the estimate is over the high-water mark before a step.
+            result = yield from self.compact(Trigger.BUDGET, cancel)
+            if result.accepted:
+                view = self.context()
+            else:
+                self._budget_compaction_blocked = True
         yield ContextUpdated(self.id, view.report())
         request = view.provider_request()
         attempt = 0
@@ -164,6 +200,27 @@ class Session:
                 finished = yield from self._stream(request, cancel, progress)
             except ProviderError as error:
                 failure = error.failure
+                if (
+                    failure.kind is FailureKind.INPUT_OVERFLOW
+                    and not progress.output_started
+                    and self._compaction is not None
+                    and not self._reactive_used
+                ):
+                    # SPEC C-2 provider trigger, once per turn, only before any output (K-6).
+                    self._reactive_used = True
+                    result = yield from self.compact(Trigger.PROVIDER, cancel)
+                    if result.accepted:
+                        view = self.context()
+                        yield ContextUpdated(self.id, view.report())
+                        request = view.provider_request()
+                        attempt = 0
+                        continue
+                    yield TurnFailed(
+                        self.id,
+                        f"{failure.message}; compaction could not make room ({result.reason})",
+                        str(failure.kind),
+                    )
+                    return None
                 if failure.retryable and not progress.output_started and attempt <= self._retry.max_retries:
                     delay = retry_delay(failure, attempt, self._retry.backoff_seconds)
                     yield RetryScheduled(self.id, failure.message, attempt, delay)
@@ -247,7 +304,93 @@ class Session:
             )
         appended = self.store.append(self.id, batch)
         self.info = self.store.get_session(self.id)
+        if self._compaction is not None and finish_reason not in ("error", "cancelled"):
+            # SPEC C-13: what this route accepted, for a compaction request that overflows later.
+            self._compaction.record_boundary(
+                self.id,
+                view.route.id,
+                view.through_seq,
+                usage,
+                len(json.dumps(list(view.messages), ensure_ascii=False).encode("utf-8", "surrogatepass")),
+            )
         return appended[0].seq
+
+    # -- rewind -------------------------------------------------------------------------------
+
+    def rewind(self, to_seq: int) -> int:
+        """Append a rewind event: valid history then ends at `to_seq` (SPEC H-4). Nothing is deleted;
+        checkpoints made before it stop counting (P-6). Returns the rewind event's seq.
+
+        The cut may not separate a tool call from its results (SPEC C-4): the user is told where
+        the enclosing group starts and ends instead."""
+        last = self.store.last_seq(self.id)
+        if not 0 <= to_seq < last:
+            raise RewindError(
+                f"seq {to_seq} is not before the end of this session (its last event is {last})"
+            )
+        if to_seq > 0:
+            target = self.store.event(self.id, to_seq)
+            if (
+                target is None
+                or target.problem is not None
+                or rewound(to_seq, self.store.rewinds_after(self.id, to_seq))
+            ):
+                raise RewindError(f"seq {to_seq} is not an event of this session's valid history")
+        snapshot = self._compiler.snapshot(self.id)
+        for unit in units_of(snapshot.entries):
+            if unit.first_seq <= to_seq < unit.last_seq and unit.is_step:
+                raise RewindError(
+                    f"seq {to_seq} would separate tool calls from their results: rewind to {unit.last_seq} "
+                    f"(after the results) or to {unit.first_seq - 1} (before the calls)"
+                )
+        (event,) = self.store.append(self.id, [NewEvent(EventKind.REWIND, {"to_seq": to_seq})])
+        self.info = self.store.get_session(self.id)
+        return event.seq
+
+    # -- compaction ---------------------------------------------------------------------------
+
+    def compact(
+        self, trigger: Trigger, cancel: CancelToken | None = None, phase: Phase | None = None
+    ) -> Iterator[CompactionProgressed | CompactionFinished]:
+        """Run one compaction, reporting its stages as they happen. Returns its CompactionResult.
+
+        The service works in a helper thread so that its progress can be yielded live from this
+        generator (which itself runs in the caller's worker, never on the UI's event loop)."""
+        if self._compaction is None:
+            raise RuntimeError("this session has no compaction service")
+        service = self._compaction
+        stages: queue.Queue[tuple[Stage, str] | CompactionResult | BaseException] = queue.Queue()
+        cancel = cancel or CancelToken()
+
+        def run() -> None:
+            try:
+                stages.put(
+                    service.compact(
+                        self.id,
+                        self.route,
+                        trigger,
+                        phase=phase,
+                        cancel=cancel,
+                        progress=lambda stage, detail: stages.put((stage, detail)),
+                    )
+                )
+            except BaseException as exc:  # re-raised in the caller's thread
+                stages.put(exc)
+
+        worker = threading.Thread(target=run, name=f"foya-compaction-{self.id[:6]}", daemon=True)
+        worker.start()
+        while True:
+            item = stages.get()
+            if isinstance(item, BaseException):
+                worker.join()
+                raise item
+            if isinstance(item, CompactionResult):
+                worker.join()
+                self.info = self.store.get_session(self.id)
+                yield CompactionFinished(self.id, item.report())
+                return item
+            stage, detail = item
+            yield CompactionProgressed(self.id, str(trigger), str(stage), detail)
 
     # -- tools --------------------------------------------------------------------------------
 
@@ -336,4 +479,4 @@ class Session:
         )
 
 
-__all__ = ["EmptyMessageError", "RetryPolicy", "Session", "ToolRuntime"]
+__all__ = ["EmptyMessageError", "RetryPolicy", "RewindError", "Session", "ToolRuntime"]

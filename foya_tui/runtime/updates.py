@@ -149,8 +149,40 @@ class TurnFailed:
         return {"type": "turn_failed", "session": self.session_id, "kind": self.kind, "reason": self.reason}
 
 
+@dataclass(frozen=True)
+class CompactionProgressed:
+    """A running compaction reached a stage (planning, summarising 2/3, validating, committing)."""
+
+    session_id: str
+    trigger: str
+    stage: str
+    detail: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "type": "compaction_progress",
+            "session": self.session_id,
+            "trigger": self.trigger,
+            "stage": self.stage,
+            "detail": self.detail,
+        }
+
+
+@dataclass(frozen=True)
+class CompactionFinished:
+    """A compaction ended; `report` is `CompactionResult.report()` (outcome, sizes, reason)."""
+
+    session_id: str
+    report: Mapping[str, Any]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"type": "compaction", **self.report, "session": self.session_id}
+
+
 RuntimeUpdate = (
     TurnStarted
+    | CompactionProgressed
+    | CompactionFinished
     | ContextUpdated
     | ReplyDelta
     | RetryScheduled

@@ -63,7 +63,15 @@ def test_overflow_is_classified_and_keeps_the_user_message(runtime: Runtime) -> 
     updates = run_turn(session, "word " * 9000)  # far beyond foya-sim/small's 8,192-token window
     assert isinstance(updates[-1], TurnFailed) and updates[-1].kind == "input_overflow"
     assert "context window" in updates[-1].reason
-    assert [e.kind for e in runtime.store.events(session.id)] == [EventKind.USER_MESSAGE]
+    events = runtime.store.events(session.id)
+    assert [e.kind for e in events if e.kind is not EventKind.COMPACTION_DIAGNOSTIC] == [EventKind.USER_MESSAGE]
+    # Budget and provider triggers both tried (C-2) and said why nothing could be compacted (C-15).
+    diagnostics = [e.payload for e in events if e.kind is EventKind.COMPACTION_DIAGNOSTIC]
+    assert [(d["trigger"], d["outcome"]) for d in diagnostics] == [
+        ("budget", "nothing_to_compact"),
+        ("provider", "nothing_to_compact"),
+    ]
+    assert "compaction could not make room" in updates[-1].reason
 
 
 def test_large_model_accepts_what_small_rejects(runtime: Runtime) -> None:

@@ -17,6 +17,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from foya_tui.runtime.compaction.checkpoint import Checkpoint
+from foya_tui.runtime.compaction.recovery import CheckpointReader, CheckpointState
+from foya_tui.runtime.compaction.summary import checkpoint_message_text
 from foya_tui.runtime.context.budget import Budget, Verdict, compute_budget
 from foya_tui.runtime.context.sources import load_sources
 from foya_tui.runtime.context.tokens import (
@@ -86,6 +89,8 @@ class RequestView:
     """Identifies the projection's shape (rewinds, checkpoint); a measured baseline is only reused
     for a request of the same revision (SPEC B-7)."""
     checkpoint_id: str | None
+    checkpoint: Checkpoint | None
+    """The checkpoint this request's projection applies (SPEC V: Model Projection), if any."""
     layers: LayerTokens
     counter: str
     counted_exactly: bool
@@ -130,6 +135,7 @@ class RequestView:
             "through_seq": self.through_seq,
             "anchor_seq": self.anchor_seq,
             "checkpoint_id": self.checkpoint_id,
+            "checkpoint": _checkpoint_summary(self.checkpoint),
             "messages": len(self.messages),
             "tools": [tool["function"]["name"] for tool in self.tools if "function" in tool],
             "shortened_seqs": list(self.shortened_seqs),
@@ -161,7 +167,7 @@ class MessageSequence(Sequence[Mapping[str, Any]]):
     length of history; copying happens only when a provider request is actually sent.
     """
 
-    __slots__ = ("_body", "_head", "_length", "_replaced", "_tail")
+    __slots__ = ("_body", "_head", "_length", "_replaced", "_start", "_tail")
 
     def __init__(
         self,
@@ -169,12 +175,15 @@ class MessageSequence(Sequence[Mapping[str, Any]]):
         body: Sequence[LogEntry],
         replaced: Callable[[int], Mapping[str, Any] | None],
         tail: tuple[Mapping[str, Any], ...],
+        start: int = 0,
     ) -> None:
         """`replaced(i)` is the per-request form of log entry i (an image materialised, a large
-        result shortened), or None when the cached form stands."""
+        result shortened), or None when the cached form stands. Entries before `start` are covered
+        by a checkpoint and not part of the request."""
         self._head = head
         self._body = body
-        self._length = len(body)
+        self._start = start
+        self._length = len(body) - start
         self._replaced = replaced
         self._tail = tail
 
@@ -186,6 +195,7 @@ class MessageSequence(Sequence[Mapping[str, Any]]):
             return self._head[index]
         index -= len(self._head)
         if index < self._length:
+            index += self._start
             return self._replaced(index) or self._body[index].openai
         return self._tail[index - self._length]
 
@@ -273,12 +283,18 @@ class _SessionState:
         """Indexes of log entries that carry images, materialised per request (SPEC I-1)."""
         self.activations: list[tuple[int, tuple[str, ...]]] = []
         """(seq, tool names) that tool_search results activated."""
+        self.checkpoints: CheckpointState | None = None
+        """The current checkpoint, re-read when a completion, undo or rewind event arrives."""
+        self.checkpoint_messages: dict[str, Mapping[str, Any]] = {}
+        self.checkpoint_tokens: dict[tuple[str, str], int] = {}
 
     def refresh(self, store: EventStore) -> None:
         """Read the events appended since the last refresh; a rewind rebuilds from the store."""
         new = store.events(self.session_id, after_seq=self.last_seq)
         if not new:
             return
+        if any(event.kind in _CHECKPOINT_EVENTS for event in new):
+            self.checkpoints = None
         if any(event.kind is EventKind.REWIND for event in new):
             self._reset()
             new = store.events(self.session_id)
@@ -308,9 +324,38 @@ class _SessionState:
             self.seqs.append(entry.seq)
             self.roles.append(entry.message.role)
 
-    def revision(self, shortened: tuple[int, int] = (0, 0)) -> str:
+    def checkpoint_state(self, reader: CheckpointReader | None) -> CheckpointState | None:
+        if self.checkpoints is None and reader is not None and self.session_id:
+            self.checkpoints = reader.state(self.session_id)
+        return self.checkpoints
+
+    def checkpoint_message(
+        self, checkpoint: Checkpoint, counter: TokenCounter
+    ) -> tuple[Mapping[str, Any], int]:
+        """The message that stands for the covered prefix, and its tokens (cached per checkpoint)."""
+        message = self.checkpoint_messages.get(checkpoint.id)
+        if message is None:
+            text = checkpoint_message_text(
+                [(segment.from_seq, segment.through_seq, segment.text) for segment in checkpoint.segments],
+                checkpoint.ledger,
+                checkpoint.id,
+                checkpoint.covered_messages,
+            )
+            message = Message(role=Role.USER, content=text).to_openai()
+            self.checkpoint_messages[checkpoint.id] = message
+        key = (checkpoint.id, counter.name)
+        tokens = self.checkpoint_tokens.get(key)
+        if tokens is None:
+            tokens = self.checkpoint_tokens[key] = message_tokens(message, counter) + sum(
+                message_tokens(kept, counter) for kept in checkpoint.kept_messages
+            )
+        return message, tokens
+
+    def revision(self, checkpoint_id: str | None, shortened: tuple[int, int] = (0, 0)) -> str:
         """The projection's shape: a measured baseline only describes a request of equal revision."""
-        return digest_of({"rewinds": self.rewinds, "checkpoint": None, "shortened": list(shortened)})[:16]
+        return digest_of(
+            {"rewinds": self.rewinds, "checkpoint": checkpoint_id, "shortened": list(shortened)}
+        )[:16]
 
     def column(self, counter: TokenCounter, policy: ToolSettings) -> _TokenColumn:
         column = self.columns.get(counter.name)
@@ -327,6 +372,42 @@ class _SessionState:
         return frozenset(name for seq, names in self.activations if seq > anchor_seq for name in names)
 
 
+_CHECKPOINT_EVENTS = frozenset(
+    {EventKind.COMPACTION_COMPLETED, EventKind.COMPACTION_UNDONE, EventKind.REWIND}
+)
+
+
+@dataclass(frozen=True)
+class HistorySnapshot:
+    """Valid history's messages at one moment, with what the planner needs to cut it safely."""
+
+    session_id: str
+    entries: tuple[LogEntry, ...]
+    open_group_seq: int | None
+    anchor_index: int | None
+    last_seq: int
+    checkpoints: CheckpointState | None
+
+    @property
+    def checkpoint(self) -> Checkpoint | None:
+        return self.checkpoints.current if self.checkpoints is not None else None
+
+
+def _checkpoint_summary(checkpoint: Checkpoint | None) -> dict[str, Any] | None:
+    if checkpoint is None:
+        return None
+    return {
+        "id": checkpoint.id,
+        "level": checkpoint.level,
+        "segments": len(checkpoint.segments),
+        "through_seq": checkpoint.through_seq,
+        "phase": str(checkpoint.phase),
+        "producer": checkpoint.producer,
+        "tokens_before": checkpoint.tokens_before,
+        "tokens_after": checkpoint.tokens_after,
+    }
+
+
 class ContextCompiler:
     """Builds every model request (SPEC X-5: before every step, never cached across steps)."""
 
@@ -339,8 +420,11 @@ class ContextCompiler:
         clock: Callable[[], datetime],
         config_dir: Path | None = None,
         registry: ToolRegistry | None = None,
+        checkpoints: CheckpointReader | None = None,
     ) -> None:
+        """Without `checkpoints`, requests carry all valid history (no projection is applied)."""
         self._store = store
+        self._checkpoints = checkpoints
         self._settings = settings
         self._workdir = workdir
         self._config_dir = config_dir
@@ -369,11 +453,37 @@ class ContextCompiler:
         pinned context and the route's budget, for the meter before the first message."""
         return self._compile(_SessionState(""), route)
 
-    def compile(self, session_id: str, route: Route) -> RequestView:
+    def compile(self, session_id: str, route: Route, *, candidate: Checkpoint | None = None) -> RequestView:
+        """The next request. With `candidate`, the request as it would be if that checkpoint were
+        current (acceptance measures a candidate against what the model sees now: SPEC C-12)."""
         state = self._state(session_id)
         with state.lock:
             state.refresh(self._store)
-            return self._compile(state, route)
+            current = state.checkpoint_state(self._checkpoints)
+            checkpoint = candidate or (current.current if current is not None else None)
+            return self._compile(state, route, checkpoint)
+
+    def checkpoint_state(self, session_id: str) -> CheckpointState | None:
+        """The session's current checkpoint as the compiler applies it (re-validated on change)."""
+        state = self._state(session_id)
+        with state.lock:
+            state.refresh(self._store)
+            return state.checkpoint_state(self._checkpoints)
+
+    def snapshot(self, session_id: str) -> HistorySnapshot:
+        """Valid history's messages as they are now, for the compaction planner."""
+        state = self._state(session_id)
+        with state.lock:
+            state.refresh(self._store)
+            current = state.checkpoint_state(self._checkpoints)
+            return HistorySnapshot(
+                session_id=session_id,
+                entries=tuple(state.log.entries),
+                open_group_seq=state.log.open_group_seq,
+                anchor_index=state.log.anchor_index,
+                last_seq=state.last_seq,
+                checkpoints=current,
+            )
 
     def _data_url(self, session_id: str, ref: AttachmentRef) -> str | None:
         url = self._data_urls.get(ref.sha256)
@@ -388,17 +498,24 @@ class ContextCompiler:
         return url
 
     def _materialise(
-        self, state: _SessionState, info: ModelInfo, counter: TokenCounter
+        self,
+        state: _SessionState,
+        info: ModelInfo,
+        counter: TokenCounter,
+        in_request: Callable[[int], bool],
     ) -> tuple[dict[int, Mapping[str, Any]], dict[int, int]]:
         """Images of the request, newest first, as content parts or explicit notes (SPEC I-1).
 
-        Returns replacement messages by entry index and the token change each one causes.
+        Returns replacement messages by entry index and the token change each one causes. Only
+        entries `in_request` count (a checkpoint covers the others).
         """
         replaced: dict[int, Mapping[str, Any]] = {}
         deltas: dict[int, int] = {}
         sent_bytes = 0
         limit = self._settings.max_image_bytes
         for index in reversed(state.with_attachments):
+            if not in_request(index):
+                continue
             entry = state.log.entries[index]
             notes: list[str] = []
             images: list[dict[str, Any]] = []
@@ -429,7 +546,9 @@ class ContextCompiler:
             )
         return replaced, deltas
 
-    def _compile(self, state: _SessionState, route: Route) -> RequestView:
+    def _compile(
+        self, state: _SessionState, route: Route, checkpoint: Checkpoint | None = None
+    ) -> RequestView:
         overrides = self._settings.model_settings(route.model)
         info = model_info(route.model, overrides)
         counter = counter_for_model(route.model)
@@ -457,8 +576,27 @@ class ContextCompiler:
             self._settings.budget,
         )
 
+        # The Model Projection (SPEC V): checkpoint + the anchor verbatim + what follows the
+        # covered prefix; without a checkpoint, all valid messages.
+        start = 0
+        head: list[Mapping[str, Any]] = [system]
+        covered_tokens = 0
+        reinsert_anchor = False
+        if checkpoint is not None:
+            start = bisect.bisect_right(state.seqs, checkpoint.through_seq)
+            message, covered_tokens = state.checkpoint_message(checkpoint, counter)
+            head += [message, *checkpoint.kept_messages]
+            # mid_turn and standalone cover the anchor: it is re-inserted verbatim (SPEC C-3).
+            reinsert_anchor = anchor < start
         # Images are materialised per request: few entries, each replaced and re-counted.
-        images, image_deltas = self._materialise(state, info, counter)
+        images, image_deltas = self._materialise(
+            state, info, counter, lambda index: index >= start or (reinsert_anchor and index == anchor)
+        )
+        anchor_tokens = 0
+        if reinsert_anchor:
+            head.append(images.get(anchor) or entries[anchor].openai)
+            anchor_tokens = message_tokens(entries[anchor].openai, counter) + image_deltas.pop(anchor, 0)
+        working_from = max(anchor, start)
         tail_tokens = sum(message_tokens(entry.openai, counter) for entry in tail)
         pinned = message_tokens(system, counter) + TOKENS_PER_REPLY
         activated = state.activated_since(entries[anchor].seq if anchor < count else None)
@@ -470,12 +608,16 @@ class ContextCompiler:
 
         local_total = (
             pinned
+            + covered_tokens
+            + anchor_tokens
             + column.prefix[count]
+            - column.prefix[start]
             + tail_tokens
             + sum(image_deltas.values())
             + _tool_tokens(tool_schemas(False), counter)
         )
-        shorten = shortened_count(column.savings, local_total, budget.handoff_at)
+        first_large = bisect.bisect_left(column.large_indexes, start)
+        shorten = shortened_count(column.savings, local_total, budget.handoff_at, first_large)
         tools = tool_schemas(shorten > 0)
 
         def delta_between(first: int, last: int) -> int:
@@ -491,18 +633,25 @@ class ContextCompiler:
 
         layers = LayerTokens(
             pinned=pinned,
-            history=column.prefix[anchor] + delta_between(0, anchor),
-            working_set=column.prefix[count]
-            - column.prefix[anchor]
+            history=covered_tokens
+            + column.prefix[working_from]
+            - column.prefix[start]
+            + delta_between(start, working_from),
+            working_set=anchor_tokens
+            + column.prefix[count]
+            - column.prefix[working_from]
             + tail_tokens
-            + delta_between(anchor, count),
+            + delta_between(working_from, count),
             tool_schema=_tool_tokens(tools, counter),
             native_state=0,
         )
-        shortened_seqs = tuple(column.large_seqs[:shorten])
+        shortened_seqs = tuple(column.large_seqs[first_large:shorten])
         # The large results only ever grow between rewinds (which change the revision themselves),
         # so how many are shortened and the last of them identify the set.
-        revision = state.revision((shorten, shortened_seqs[-1] if shortened_seqs else 0))
+        revision = state.revision(
+            checkpoint.id if checkpoint is not None else None,
+            (shorten, shortened_seqs[-1] if shortened_seqs else 0),
+        )
         estimate = estimate_request(
             baseline=baseline,
             revision=revision,
@@ -512,17 +661,23 @@ class ContextCompiler:
             entry_roles=state.roles,
             tokens_from=lambda index: (
                 column.prefix[count]
-                - column.prefix[min(index, count)]
+                - column.prefix[min(max(index, start), count)]
                 + tail_tokens
-                + delta_between(index, count)
+                + delta_between(max(index, start), count)
             ),
         )
         notices = [f"{notice.source}: {notice.message}" for notice in sources.notices]
         if info.window is None:
             notices.append(f"{route.model}: context window unknown; using the default budget (SPEC B-3)")
-        if shorten:
-            notices.append(f"{shorten} large tool result(s) shortened in the model's view (SPEC T-1)")
-        messages = MessageSequence((system,), entries, replaced, tuple(entry.openai for entry in tail))
+        if shortened_seqs:
+            notices.append(
+                f"{len(shortened_seqs)} large tool result(s) shortened in the model's view (SPEC T-1)"
+            )
+        if state.checkpoints is not None:
+            notices.extend(state.checkpoints.notices)
+        messages = MessageSequence(
+            tuple(head), entries, replaced, tuple(entry.openai for entry in tail), start
+        )
         return RequestView(
             session_id=state.session_id,
             route=route,
@@ -533,7 +688,8 @@ class ContextCompiler:
             through_seq=state.last_seq,
             anchor_seq=entries[anchor].seq if anchor < count else None,
             revision=revision,
-            checkpoint_id=None,
+            checkpoint_id=checkpoint.id if checkpoint is not None else None,
+            checkpoint=checkpoint,
             layers=layers,
             counter=counter.name,
             counted_exactly=counter.exact,

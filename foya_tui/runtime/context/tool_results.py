@@ -16,19 +16,20 @@ from foya_tui.runtime.tools.registry import HISTORY_READ_TOOL
 from foya_tui.settings import ToolSettings
 
 
-def shortened_count(savings: Sequence[int], total: int, limit: int) -> int:
+def shortened_count(savings: Sequence[int], total: int, limit: int, first: int = 0) -> int:
     """How many large results (oldest first) to shorten so `total` falls under `limit` (SPEC T-1).
 
     First every earlier one, the newest kept verbatim; only if that is not enough, the newest too.
     Nothing is shortened while the request is under the limit. `savings[k]` is what shortening
     the first k of the session's large results saves (`savings[0] == 0`), so this is O(1)
-    however many large results a session holds.
+    however many large results a session holds. Results before `first` are not in the request
+    (a checkpoint covers them): they are neither counted nor kept verbatim.
     """
     large = len(savings) - 1
-    if total < limit or large == 0:
+    if total < limit or large <= first:
         return 0
     earlier = large - 1
-    return earlier if total - savings[earlier] < limit else large
+    return earlier if earlier > first and total - (savings[earlier] - savings[first]) < limit else large
 
 
 def shortened_text(content: str, seq: int, tool_call_id: str, tokens: int, policy: ToolSettings) -> str:

@@ -1,6 +1,24 @@
 """Provides the SQLite event store (peewee lives only in this package)."""
 
+from foya_tui.runtime.store.checkpoints import (
+    AcceptedBoundary,
+    CompactionStore,
+    Fingerprint,
+    SourceDigest,
+    StoredCheckpoint,
+)
 from foya_tui.runtime.store.db import Database, StoreError, open_database
 from foya_tui.runtime.store.events import EventStore, UnknownSessionError
 
-__all__ = ["Database", "EventStore", "StoreError", "UnknownSessionError", "open_database"]
+__all__ = [
+    "AcceptedBoundary",
+    "CompactionStore",
+    "Database",
+    "EventStore",
+    "Fingerprint",
+    "SourceDigest",
+    "StoreError",
+    "StoredCheckpoint",
+    "UnknownSessionError",
+    "open_database",
+]

@@ -113,7 +113,7 @@ class EventStore:
             )
             insert_artifacts(self._sql, session_id, artifacts, now)
             if events:
-                self._append_locked(session_id, events, now)
+                self.append_locked(session_id, events, now)
         return self.get_session(session_id)
 
     def _session_from_row(self, row: Sequence[Any]) -> SessionInfo:
@@ -180,13 +180,21 @@ class EventStore:
         now = _timestamp(self._clock)
         with self._sql.atomic():
             insert_artifacts(self._sql, session_id, artifacts, now)
-            return self._append_locked(session_id, batch, now)
+            return self.append_locked(session_id, batch, now)
 
     def artifact(self, session_id: str, sha256: str) -> bytes | None:
         """An artifact's bytes, or None when it is missing."""
         return read_artifact(self._sql, session_id, sha256)
 
-    def _append_locked(self, session_id: str, batch: Sequence[NewEvent], now: str) -> list[Event]:
+    def timestamp(self) -> str:
+        """Now, as the store writes times (ISO 8601, UTC, from the store's clock)."""
+        return _timestamp(self._clock)
+
+    def append_locked(
+        self, session_id: str, batch: Sequence[NewEvent], now: str | None = None
+    ) -> list[Event]:
+        """Append inside a transaction the caller holds (the compaction store's commit: SPEC P-1)."""
+        now = now or _timestamp(self._clock)
         row = self._sql.execute_sql("SELECT last_seq FROM session WHERE id = ?", (session_id,)).fetchone()
         if row is None:
             raise UnknownSessionError(f"no session {session_id!r}")

@@ -93,6 +93,47 @@ def migrate_to_2(database: peewee.Database, tables: Tables) -> None:
     )
 
 
+def migrate_to_3(database: peewee.Database, tables: Tables) -> None:
+    """Schema 3: compaction state beside the log (SPEC P-1..P-5).
+
+    - `checkpoint`: the fast projection of checkpoints; each row is a copy of what its
+      `compaction_completed` event holds, so a damaged row is rebuilt from the event (P-3) and may
+      be deleted (it is not canonical history).
+    - `accepted_boundary`: per (session, route) the last request the provider accepted (C-13).
+    - `compaction_fingerprint`: deterministic compaction failures, at most 16 per session (C-14).
+    """
+    database.execute_sql(
+        "CREATE TABLE IF NOT EXISTS checkpoint ("
+        " session_id TEXT NOT NULL REFERENCES session (id) ON DELETE RESTRICT,"
+        " id TEXT NOT NULL,"
+        " event_seq INTEGER NOT NULL,"
+        " body TEXT NOT NULL,"
+        " PRIMARY KEY (session_id, id)"
+        ") WITHOUT ROWID"
+    )
+    database.execute_sql(
+        "CREATE TABLE IF NOT EXISTS accepted_boundary ("
+        " session_id TEXT NOT NULL REFERENCES session (id) ON DELETE RESTRICT,"
+        " route_id TEXT NOT NULL,"
+        " through_seq INTEGER NOT NULL,"
+        " input_tokens INTEGER,"
+        " output_tokens INTEGER,"
+        " payload_bytes INTEGER NOT NULL,"
+        " recorded_at TEXT NOT NULL,"
+        " PRIMARY KEY (session_id, route_id)"
+        ") WITHOUT ROWID"
+    )
+    database.execute_sql(
+        "CREATE TABLE IF NOT EXISTS compaction_fingerprint ("
+        " session_id TEXT NOT NULL REFERENCES session (id) ON DELETE RESTRICT,"
+        " fingerprint TEXT NOT NULL,"
+        " reason TEXT NOT NULL,"
+        " recorded_at TEXT NOT NULL,"
+        " PRIMARY KEY (session_id, fingerprint)"
+        ") WITHOUT ROWID"
+    )
+
+
 # Forward-only migrations, in order. Each runs inside the transaction that bumps the version.
-MIGRATIONS = ((1, migrate_to_1), (2, migrate_to_2))
+MIGRATIONS = ((1, migrate_to_1), (2, migrate_to_2), (3, migrate_to_3))
 SCHEMA_VERSION = MIGRATIONS[-1][0]

@@ -1,0 +1,1 @@
+"""Provides compaction: plans, checkpoints, summaries, acceptance and their persistence (SPEC C, P)."""

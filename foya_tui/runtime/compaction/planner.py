@@ -1,0 +1,141 @@
+"""Provides the compaction planner: which contiguous, complete prefix of valid history a checkpoint
+may cover, at which safe boundary (SPEC C-1, C-3, C-4).
+
+History is cut into *units*: a user message; an assistant message with the results of all its
+calls (an atomic tool group, parallel batches included, call ids matched per group so repeated ids
+pair correctly); an assistant message without calls. A boundary only ever falls between units,
+so a call is never separated from its result, and the incomplete group at the end of history
+(calls still waiting) never enters the prefix.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+from foya_tui.runtime.compaction.checkpoint import Phase
+from foya_tui.runtime.history import LogEntry
+from foya_tui.runtime.model import Role
+
+
+@dataclass(frozen=True)
+class Unit:
+    """Whole messages that move together: entries[first..last] of the message log."""
+
+    first: int
+    last: int
+    first_seq: int
+    last_seq: int
+    role: Role
+    """The role of its head message: user, or assistant (a work step)."""
+
+    @property
+    def is_step(self) -> bool:
+        return self.role is Role.ASSISTANT
+
+
+def units_of(entries: Sequence[LogEntry], open_group_seq: int | None = None) -> list[Unit]:
+    """The complete units of a message log, in order (the open group at the end left out)."""
+    units: list[Unit] = []
+    start = 0
+    count = len(entries)
+    while start < count:
+        end = start
+        head = entries[start].message
+        if head.role is Role.ASSISTANT:
+            while end + 1 < count and entries[end + 1].message.role is Role.TOOL:
+                end += 1
+        if head.role is Role.ASSISTANT and entries[start].seq == open_group_seq:
+            break  # calls still waiting for their results: incomplete (SPEC C-4)
+        seqs = [entries[index].seq for index in range(start, end + 1)]
+        units.append(Unit(start, end, min(seqs), max(seqs), head.role))
+        start = end + 1
+    return units
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What a compaction will cover: the units after the current checkpoint, through a safe boundary."""
+
+    phase: Phase
+    from_seq: int
+    """First seq of the new coverage (the current checkpoint's through seq + 1, or 1)."""
+    through_seq: int
+    anchor_seq: int | None
+    """The head anchor; re-inserted verbatim when the plan covers it (mid_turn, standalone)."""
+    units: tuple[Unit, ...]
+    """The units newly covered, in order."""
+
+    def backed_off(self, through_seq: int) -> Plan | None:
+        """This plan covering no further than `through_seq` (at a unit end), or None if nothing is left.
+
+        Used when a compaction request itself overflows (SPEC C-13): coverage backs off to the
+        route's accepted boundary, or to half its units."""
+        units = tuple(unit for unit in self.units if unit.last_seq <= through_seq)
+        if not units:
+            return None
+        return replace(self, units=units, through_seq=units[-1].last_seq)
+
+    def halved(self) -> Plan | None:
+        if len(self.units) < 2:
+            return None
+        return self.backed_off(self.units[len(self.units) // 2 - 1].last_seq)
+
+
+@dataclass(frozen=True)
+class NothingToCompact:
+    reason: str
+
+
+def plan_compaction(
+    entries: Sequence[LogEntry],
+    *,
+    open_group_seq: int | None,
+    anchor_index: int | None,
+    covered_through: int,
+    phase: Phase | None,
+    mid_turn_min_steps: int,
+) -> Plan | NothingToCompact:
+    """Plan a compaction of `entries` (valid history's messages) beyond `covered_through`.
+
+    `phase` None lets the planner choose, as the budget and provider triggers do (SPEC C-2):
+    mid_turn when at least `mid_turn_min_steps` complete steps follow the anchor, else pre_turn.
+    The anchor is never summarised away from the model: pre_turn stops before it, mid_turn and
+    standalone re-insert it verbatim. The latest complete work step always stays verbatim.
+    """
+    units = units_of(entries, open_group_seq)
+    anchor_seq = (
+        entries[anchor_index].seq if anchor_index is not None and anchor_index < len(entries) else None
+    )
+    anchor_unit = next((i for i, unit in enumerate(units) if unit.first_seq == anchor_seq), None)
+    after_anchor = [
+        i for i, unit in enumerate(units) if unit.is_step and (anchor_unit is None or i > anchor_unit)
+    ]
+    if phase is None:
+        phase = Phase.MID_TURN if len(after_anchor) >= mid_turn_min_steps else Phase.PRE_TURN
+        if phase is Phase.PRE_TURN and anchor_unit is None:
+            phase = Phase.STANDALONE
+    if phase is Phase.PRE_TURN:
+        if anchor_unit is None:
+            return NothingToCompact("there is no user message to keep as the anchor")
+        last = anchor_unit - 1
+    else:
+        if phase is Phase.MID_TURN and len(after_anchor) < mid_turn_min_steps:
+            return NothingToCompact(
+                f"mid_turn needs {mid_turn_min_steps} complete steps after the anchor; "
+                f"there are {len(after_anchor)}"
+            )
+        # Everything before the latest complete work step (which stays verbatim: SPEC C-3).
+        last = (after_anchor[-1] - 1) if after_anchor else len(units) - 1
+    covered = tuple(unit for unit in units[: last + 1] if unit.first_seq > covered_through)
+    if not covered:
+        return NothingToCompact("everything that may be compacted is already covered by the checkpoint")
+    if all(unit.first_seq == anchor_seq for unit in covered):
+        return NothingToCompact("only the anchor would be covered, and it stays verbatim")
+    return Plan(
+        phase=phase,
+        from_seq=covered_through + 1,
+        through_seq=covered[-1].last_seq,
+        anchor_seq=anchor_seq,
+        units=covered,
+    )

@@ -1,0 +1,209 @@
+"""Provides reading the current checkpoint back: which one is current, re-validated on every read,
+rebuilt or dropped when damaged (SPEC P-2, P-3, P-6, H-4).
+
+Which checkpoint is current follows from canonical history alone: the latest valid
+`compaction_completed` event, unless a later `compaction_undone` made an earlier one (or none)
+current again; a rewind makes every earlier checkpoint unusable (P-6). The `checkpoint` table is a
+fast copy: a row that fails validation is rebuilt from its event; when the event fails too, the row
+is deleted and the previous valid checkpoint (or canonical history) serves (P-3).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from foya_tui.runtime.compaction.checkpoint import (
+    Checkpoint,
+    CheckpointError,
+    HistoryFacts,
+    check_against_history,
+    parse_checkpoint,
+)
+from foya_tui.runtime.history import message_role, rewound
+from foya_tui.runtime.model import Event, EventKind, Role
+from foya_tui.runtime.store import CompactionStore, EventStore, StoredCheckpoint
+
+
+@dataclass(frozen=True)
+class CheckpointRecord:
+    """One checkpoint known to a session, as the inspector and `foya verify` list it."""
+
+    id: str
+    event_seq: int
+    checkpoint: Checkpoint | None
+    """None when neither its row nor its event holds a valid checkpoint."""
+    problem: str | None
+    usable: bool
+    """False when a later rewind voided it (P-6) or it is invalid."""
+
+
+@dataclass(frozen=True)
+class CheckpointState:
+    current: Checkpoint | None
+    current_event_seq: int | None
+    lineage: tuple[str, ...] = ()
+    """Ids of the usable checkpoints after the last rewind, oldest first (undo walks back through it)."""
+    notices: tuple[str, ...] = ()
+    """What recovery did (a row rebuilt, a checkpoint dropped): shown, never silent."""
+    control_seq: int = 0
+    """The newest completion/undo/rewind event seq this state was derived from (a cache key)."""
+    records: tuple[CheckpointRecord, ...] = field(default=(), compare=False)
+
+
+def _event_checkpoint_id(event: Event) -> str | None:
+    raw = event.payload.get("checkpoint")
+    if isinstance(raw, Mapping) and isinstance(raw.get("id"), str):
+        return raw["id"]
+    return None
+
+
+class CheckpointReader:
+    """Reads and re-validates a session's checkpoints against its current history."""
+
+    def __init__(self, events: EventStore, compaction: CompactionStore) -> None:
+        self._events = events
+        self._compaction = compaction
+
+    def facts(self, session_id: str, checkpoint: Checkpoint) -> HistoryFacts:
+        anchor_users: frozenset[int] = frozenset()
+        if checkpoint.head_anchor_seq is not None:
+            anchor = self._events.event(session_id, checkpoint.head_anchor_seq)
+            if (
+                anchor is not None
+                and anchor.problem is None
+                and message_role(anchor) is Role.USER
+                and not rewound(anchor.seq, self._events.rewinds_after(session_id, anchor.seq))
+            ):
+                anchor_users = frozenset({anchor.seq})
+        return HistoryFacts(
+            session_id=session_id,
+            user_seqs=anchor_users,
+            source_digest=self._compaction.source_digest(session_id, checkpoint.through_seq).digest,
+            last_seq=self._events.last_seq(session_id),
+        )
+
+    def validate(self, session_id: str, raw: object) -> Checkpoint:
+        """Parse and check a stored checkpoint against current history (P-2). Raises CheckpointError."""
+        checkpoint = parse_checkpoint(raw)
+        check_against_history(checkpoint, self.facts(session_id, checkpoint))
+        return checkpoint
+
+    def state(self, session_id: str, *, repair: bool = True) -> CheckpointState:
+        """The current checkpoint, re-validated; with `repair`, damaged rows are rebuilt or deleted."""
+        control = self._compaction.control_events(session_id)
+        control_seq = control[-1].seq if control else 0
+        completions: dict[str, Event] = {}
+        order: list[str] = []
+        current: str | None = None
+        for event in control:
+            if event.problem is not None:
+                continue
+            if event.kind is EventKind.REWIND:
+                # P-6: checkpoints made before a rewind are never used after it.
+                completions.clear()
+                order.clear()
+                current = None
+            elif event.kind is EventKind.COMPACTION_COMPLETED:
+                checkpoint_id = _event_checkpoint_id(event)
+                if checkpoint_id is not None:
+                    completions[checkpoint_id] = event
+                    order.append(checkpoint_id)
+                    current = checkpoint_id
+            elif event.kind is EventKind.COMPACTION_UNDONE:
+                restored = event.payload.get("restored_id")
+                if restored is None or restored in completions:
+                    current = restored
+        notices: list[str] = []
+        records: dict[str, CheckpointRecord] = {}
+        # The current one first; when it cannot be read, the latest earlier valid one (P-3).
+        candidates = [] if current is None else [current]
+        if current is not None:
+            candidates += [cid for cid in reversed(order[: order.index(current)])]
+        chosen: Checkpoint | None = None
+        chosen_seq: int | None = None
+        for checkpoint_id in candidates:
+            checkpoint, problem = self._load(
+                session_id, checkpoint_id, completions[checkpoint_id], notices, repair
+            )
+            records[checkpoint_id] = CheckpointRecord(
+                checkpoint_id, completions[checkpoint_id].seq, checkpoint, problem, checkpoint is not None
+            )
+            if checkpoint is not None:
+                chosen, chosen_seq = checkpoint, completions[checkpoint_id].seq
+                break
+        return CheckpointState(
+            current=chosen,
+            current_event_seq=chosen_seq,
+            lineage=tuple(order),
+            notices=tuple(notices),
+            control_seq=control_seq,
+            records=tuple(records.values()),
+        )
+
+    def _load(
+        self, session_id: str, checkpoint_id: str, event: Event, notices: list[str], repair: bool
+    ) -> tuple[Checkpoint | None, str | None]:
+        row = self._compaction.row(session_id, checkpoint_id)
+        row_problem = "its row is missing" if row is None else None
+        if row is not None:
+            try:
+                if row.event_seq != event.seq:
+                    raise CheckpointError(f"its row names completion event {row.event_seq}, not {event.seq}")
+                checkpoint = self.validate(session_id, row.body)
+                if checkpoint.id != checkpoint_id:
+                    raise CheckpointError("its row holds another checkpoint")
+                return checkpoint, None
+            except CheckpointError as exc:
+                row_problem = str(exc)
+        try:
+            checkpoint = self.validate(session_id, event.payload.get("checkpoint"))
+            if checkpoint.id != checkpoint_id:
+                raise CheckpointError("its event holds another checkpoint")
+        except CheckpointError as exc:
+            problem = f"checkpoint {checkpoint_id[:12]} is invalid ({exc}); row: {row_problem}"
+            if repair and row is not None:
+                self._compaction.delete_row(session_id, checkpoint_id)
+                notices.append(f"{problem}; its fast projection was deleted")
+            else:
+                notices.append(problem)
+            return None, problem
+        if repair:
+            self._compaction.put_row(
+                session_id, StoredCheckpoint(checkpoint_id, event.seq, checkpoint.serialised())
+            )
+        notices.append(
+            f"checkpoint {checkpoint_id[:12]}: its fast projection was damaged ({row_problem})"
+            + (" and was rebuilt from its completion event" if repair else "")
+        )
+        return checkpoint, None
+
+    def all_records(self, session_id: str) -> list[CheckpointRecord]:
+        """Every checkpoint the session ever committed, each re-validated (for `inspect` and `verify`).
+
+        Nothing is repaired here: reading for a report must not change the store. A damaged row
+        whose event is intact is reported as a problem too (the next read rebuilds it)."""
+        control = self._compaction.control_events(session_id)
+        last_rewind = max(
+            (e.seq for e in control if e.kind is EventKind.REWIND and e.problem is None), default=0
+        )
+        records = []
+        for event in control:
+            if event.kind is not EventKind.COMPACTION_COMPLETED:
+                continue
+            checkpoint_id = _event_checkpoint_id(event)
+            if event.problem is not None or checkpoint_id is None:
+                problem = event.problem or "its completion event holds no checkpoint id"
+                records.append(CheckpointRecord(f"(event {event.seq})", event.seq, None, problem, False))
+                continue
+            notices: list[str] = []
+            checkpoint, problem = self._load(session_id, checkpoint_id, event, notices, repair=False)
+            if problem is None and notices:
+                problem = notices[0]
+            voided = event.seq < last_rewind
+            records.append(
+                CheckpointRecord(
+                    checkpoint_id, event.seq, checkpoint, problem, checkpoint is not None and not voided
+                )
+            )
+        return records

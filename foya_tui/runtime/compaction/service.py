@@ -1,0 +1,767 @@
+"""Provides the compaction service: plan, summarise, validate, accept and commit a checkpoint, or
+fail open with a diagnostic and, for deterministic failures, a fingerprint (SPEC C-1..C-15, P-1).
+
+A compaction request never overflows by construction: it is planned against the route's window
+minus the summary's own output reserve; a prefix that does not fit one request is summarised in
+chunks that do (each a segment, merged as in C-10); a provider that still says "too long" makes
+the plan back off to the route's accepted boundary (C-13), or to half its units, and try again.
+Every path spends at most `[compaction] max_requests` provider requests.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from foya_tui.runtime.compaction.acceptance import acceptance_problems
+from foya_tui.runtime.compaction.checkpoint import (
+    MAX_SEGMENTS,
+    Checkpoint,
+    CheckpointError,
+    Phase,
+    ProjectionKind,
+    Segment,
+    check_structure,
+)
+from foya_tui.runtime.compaction.failures import Diagnostic, Outcome, Stage, Trigger, failure_fingerprint
+from foya_tui.runtime.compaction.ledger import extract_ledger
+from foya_tui.runtime.compaction.planner import NothingToCompact, Plan, Unit, plan_compaction
+from foya_tui.runtime.compaction.summary import (
+    SYSTEM_PROMPT,
+    PreviousSummary,
+    request_messages,
+    transcript_lines,
+)
+from foya_tui.runtime.compaction.text import (
+    CompactionCancelled,
+    Compactor,
+    RequestBudget,
+    RequestOverflow,
+    SummaryFailed,
+)
+from foya_tui.runtime.context.budget import Budget
+from foya_tui.runtime.context.compiler import ContextCompiler, HistorySnapshot
+from foya_tui.runtime.context.tokens import TokenCounter, counter_for_model
+from foya_tui.runtime.history import valid_events
+from foya_tui.runtime.model import Event, EventKind, NewEvent, Usage
+from foya_tui.runtime.providers.client import CancelToken
+from foya_tui.runtime.providers.routes import Route
+from foya_tui.runtime.store import CompactionStore, EventStore
+from foya_tui.settings import CompactionSettings
+
+ProgressCallback = Callable[[Stage, str], None]
+REQUEST_SAFETY = 0.9
+"""Share of the room left for a summary request that its local estimate may fill (tokenizers differ)."""
+MIN_MESSAGE_CHARS = 200
+_MESSAGE_KINDS = frozenset(
+    {EventKind.USER_MESSAGE, EventKind.ASSISTANT_MESSAGE, EventKind.TOOL_RESULT, EventKind.IMPORTED_MESSAGE}
+)
+
+
+class CompactionError(Exception):
+    """A compaction operation cannot start (one line for the user)."""
+
+
+@dataclass(frozen=True)
+class CompactionResult:
+    """How one compaction attempt ended; `report()` is `foya compact --json`."""
+
+    outcome: Outcome
+    trigger: Trigger
+    reason: str
+    tokens_before: int
+    tokens_after: int | None = None
+    checkpoint: Checkpoint | None = None
+    phase: str | None = None
+    requests: int = 0
+
+    @property
+    def accepted(self) -> bool:
+        return self.outcome is Outcome.ACCEPTED
+
+    def report(self) -> dict[str, Any]:
+        return {
+            "outcome": str(self.outcome),
+            "checkpoint_id": self.checkpoint.id if self.checkpoint is not None else None,
+            "tokens_before": self.tokens_before,
+            "tokens_after": self.tokens_after,
+            "reason": self.reason,
+            "trigger": str(self.trigger),
+            "phase": self.phase,
+            "requests": self.requests,
+            "segments": len(self.checkpoint.segments) if self.checkpoint is not None else None,
+            "level": self.checkpoint.level if self.checkpoint is not None else None,
+        }
+
+
+@dataclass(frozen=True)
+class Proposal:
+    """A candidate that passed validation but is not committed yet (the TUI asks first)."""
+
+    session_id: str
+    route: Route
+    trigger: Trigger
+    plan: Plan
+    checkpoint: Checkpoint
+    control_seq: int
+    """The newest completion/undo/rewind seq when it was made: commit refuses if that changed."""
+    requests: int
+
+    @property
+    def tokens_before(self) -> int:
+        return self.checkpoint.tokens_before
+
+    @property
+    def tokens_after(self) -> int:
+        return self.checkpoint.tokens_after
+
+
+@dataclass(frozen=True)
+class _Chunk:
+    units: tuple[Unit, ...]
+    lines: tuple[str, ...]
+    events: tuple[Event, ...]
+
+    @property
+    def from_seq(self) -> int:
+        return self.units[0].first_seq
+
+    @property
+    def through_seq(self) -> int:
+        return self.units[-1].last_seq
+
+
+def summary_input_limit(budget: Budget, summary_max_tokens: int) -> int:
+    """Tokens one compaction request may carry on a route: its window minus the summary's reserve."""
+    room = budget.window - summary_max_tokens if budget.window else budget.input_budget
+    if budget.max_input is not None:
+        room = min(room, budget.max_input)
+    return max(256, int(room * REQUEST_SAFETY))
+
+
+class CompactionService:
+    """Runs compactions for every session of one database."""
+
+    def __init__(
+        self,
+        *,
+        events: EventStore,
+        compaction: CompactionStore,
+        compiler: ContextCompiler,
+        compactor: Compactor,
+        settings: CompactionSettings,
+    ) -> None:
+        self._events = events
+        self._store = compaction
+        self._compiler = compiler
+        self._compactor = compactor
+        self._settings = settings
+
+    # -- the whole attempt ----------------------------------------------------------------
+
+    def compact(
+        self,
+        session_id: str,
+        route: Route,
+        trigger: Trigger,
+        *,
+        phase: Phase | None = None,
+        cancel: CancelToken | None = None,
+        progress: ProgressCallback | None = None,
+    ) -> CompactionResult:
+        """Plan, summarise, validate and commit (or fail open, recording why)."""
+        proposed = self.propose(session_id, route, trigger, phase=phase, cancel=cancel, progress=progress)
+        if isinstance(proposed, CompactionResult):
+            return proposed
+        return self.commit(proposed, progress=progress)
+
+    def propose(
+        self,
+        session_id: str,
+        route: Route,
+        trigger: Trigger,
+        *,
+        phase: Phase | None = None,
+        cancel: CancelToken | None = None,
+        progress: ProgressCallback | None = None,
+    ) -> Proposal | CompactionResult:
+        """A validated candidate, or the result that ends the attempt (recorded as a diagnostic)."""
+        cancel = cancel or CancelToken()
+        report = progress or (lambda stage, detail: None)
+        report(Stage.PLANNING, "")
+        snapshot = self._compiler.snapshot(session_id)
+        current = snapshot.checkpoint
+        before = self._compiler.compile(session_id, route)
+        tokens_before = before.layers.total
+        planned = plan_compaction(
+            snapshot.entries,
+            open_group_seq=snapshot.open_group_seq,
+            anchor_index=snapshot.anchor_index,
+            covered_through=current.through_seq if current is not None else 0,
+            phase=phase,
+            mid_turn_min_steps=self._settings.mid_turn_min_steps,
+        )
+        if isinstance(planned, NothingToCompact):
+            return self._ended(
+                session_id,
+                route,
+                trigger,
+                Outcome.NOTHING_TO_COMPACT,
+                planned.reason,
+                tokens_before,
+                phase=str(phase) if phase else None,
+            )
+        plan = planned
+        budget = RequestBudget(self._settings.max_requests)
+        while True:
+            source = self._store.source_digest(session_id, plan.through_seq).digest
+            fingerprint = failure_fingerprint(
+                route_id=route.id,
+                parent_id=current.id if current is not None else None,
+                source_digest=source,
+                through_seq=plan.through_seq,
+                anchor_seq=plan.anchor_seq,
+            )
+            known = {item.fingerprint: item.reason for item in self._store.fingerprints(session_id)}
+            if fingerprint in known:
+                return self._ended(
+                    session_id,
+                    route,
+                    trigger,
+                    Outcome.SUPPRESSED,
+                    f"cannot reduce further: an equivalent attempt failed ({known[fingerprint]})",
+                    tokens_before,
+                    plan=plan,
+                    fingerprint=fingerprint,
+                )
+            try:
+                candidate = self._candidate(
+                    snapshot, plan, route, before.budget, source, cancel, budget, report
+                )
+            except RequestOverflow as overflow:
+                smaller = self._backed_off(session_id, route, plan)
+                if smaller is None:
+                    return self._failed(
+                        session_id,
+                        route,
+                        trigger,
+                        tokens_before,
+                        plan,
+                        fingerprint,
+                        budget,
+                        "cannot reduce further: the summary request overflows even for the smallest "
+                        f"prefix ({overflow})",
+                    )
+                plan = smaller
+                continue
+            except SummaryFailed as failure:
+                return self._failed(
+                    session_id,
+                    route,
+                    trigger,
+                    tokens_before,
+                    plan,
+                    fingerprint if failure.deterministic else None,
+                    budget,
+                    failure.reason,
+                )
+            except CompactionCancelled:
+                return self._ended(
+                    session_id,
+                    route,
+                    trigger,
+                    Outcome.CANCELLED,
+                    "cancelled by the user; nothing was written",
+                    tokens_before,
+                    plan=plan,
+                    requests=budget.spent,
+                )
+            except CheckpointError as exc:
+                return self._failed(
+                    session_id,
+                    route,
+                    trigger,
+                    tokens_before,
+                    plan,
+                    fingerprint,
+                    budget,
+                    f"invalid candidate: {exc}",
+                )
+            break
+        report(Stage.VALIDATING, "")
+        candidate = replace(candidate, tokens_before=tokens_before)
+        after = self._compiler.compile(session_id, route, candidate=candidate).layers.total
+        candidate = replace(candidate, tokens_after=after).with_id()
+        problems = acceptance_problems(
+            candidate,
+            current_checkpoint_id=current.id if current is not None else None,
+            source_digest_now=source,
+            projection_before=tokens_before,
+            projection_after=after,
+        )
+        if problems:
+            return self._failed(
+                session_id,
+                route,
+                trigger,
+                tokens_before,
+                plan,
+                fingerprint,
+                budget,
+                "; ".join(problems),
+                outcome=Outcome.REJECTED,
+                tokens_after=after,
+            )
+        control = snapshot.checkpoints.control_seq if snapshot.checkpoints is not None else 0
+        return Proposal(session_id, route, trigger, plan, candidate, control, budget.spent)
+
+    def commit(self, proposal: Proposal, *, progress: ProgressCallback | None = None) -> CompactionResult:
+        """Commit a proposal: checkpoint row, completion and diagnostic events in one transaction
+        (SPEC P-1), after re-checking lineage and source inside it (C-12)."""
+        if progress is not None:
+            progress(Stage.COMMITTING, "")
+        checkpoint = proposal.checkpoint
+        session_id = proposal.session_id
+
+        def check() -> None:
+            control = self._store.control_events(session_id)
+            if (control[-1].seq if control else 0) != proposal.control_seq:
+                raise _Stale("another checkpoint, undo or rewind happened meanwhile (lineage is stale)")
+            problems = acceptance_problems(
+                checkpoint,
+                current_checkpoint_id=checkpoint.previous_id,
+                source_digest_now=self._store.source_digest(session_id, checkpoint.through_seq).digest,
+                projection_before=checkpoint.tokens_before,
+                projection_after=checkpoint.tokens_after,
+            )
+            if problems:
+                raise _Stale("; ".join(problems))
+
+        reason = (
+            f"{len(checkpoint.segments)} segment(s), level {checkpoint.level}, "
+            f"{checkpoint.tokens_before:,} → {checkpoint.tokens_after:,} tokens"
+        )
+        diagnostic = self._diagnostic(
+            proposal.trigger,
+            proposal.plan,
+            Outcome.ACCEPTED,
+            reason,
+            checkpoint.tokens_before,
+            proposal.route,
+            proposal.requests,
+            tokens_after=checkpoint.tokens_after,
+            checkpoint_id=checkpoint.id,
+            stage=Stage.DONE,
+        )
+        try:
+            self._store.commit(
+                session_id,
+                checkpoint.id,
+                checkpoint.serialised(),
+                [
+                    NewEvent(
+                        EventKind.COMPACTION_COMPLETED,
+                        {"checkpoint": checkpoint.to_payload(), "trigger": str(proposal.trigger)},
+                    ),
+                    NewEvent(EventKind.COMPACTION_DIAGNOSTIC, diagnostic.to_payload()),
+                ],
+                check,
+            )
+        except _Stale as stale:
+            return self._ended(
+                session_id,
+                proposal.route,
+                proposal.trigger,
+                Outcome.REJECTED,
+                str(stale),
+                checkpoint.tokens_before,
+                plan=proposal.plan,
+                requests=proposal.requests,
+                tokens_after=checkpoint.tokens_after,
+            )
+        return CompactionResult(
+            Outcome.ACCEPTED,
+            proposal.trigger,
+            reason,
+            checkpoint.tokens_before,
+            checkpoint.tokens_after,
+            checkpoint,
+            str(checkpoint.phase),
+            proposal.requests,
+        )
+
+    def decline(self, proposal: Proposal) -> CompactionResult:
+        """The user looked at a candidate and said no: recorded, nothing else written."""
+        return self._ended(
+            proposal.session_id,
+            proposal.route,
+            proposal.trigger,
+            Outcome.REJECTED,
+            "declined by the user",
+            proposal.tokens_before,
+            plan=proposal.plan,
+            requests=proposal.requests,
+            tokens_after=proposal.tokens_after,
+        )
+
+    def undo(self, session_id: str) -> tuple[str, str | None]:
+        """Make the previous checkpoint (or none) current again by a new event; nothing is deleted.
+        Returns (undone id, restored id or None)."""
+        state = self._compiler.checkpoint_state(session_id)
+        if state is None or state.current is None:
+            raise CompactionError("this session has no current checkpoint to undo")
+        current = state.current
+        restored = current.previous_id if current.previous_id in state.lineage else None
+        control_seq = state.control_seq
+
+        def check() -> None:
+            control = self._store.control_events(session_id)
+            if (control[-1].seq if control else 0) != control_seq:
+                raise CompactionError("the session's checkpoints changed meanwhile; look again and retry")
+
+        self._store.append_checked(
+            session_id,
+            [NewEvent(EventKind.COMPACTION_UNDONE, {"undone_id": current.id, "restored_id": restored})],
+            check,
+        )
+        return current.id, restored
+
+    def record_boundary(
+        self, session_id: str, route_id: str, through_seq: int, usage: Usage | None, payload_bytes: int
+    ) -> None:
+        """SPEC C-13: after a successful ordinary request, what this route accepted."""
+        self._store.record_boundary(
+            session_id,
+            route_id,
+            through_seq,
+            usage.input_tokens if usage is not None else None,
+            usage.output_tokens if usage is not None else None,
+            payload_bytes,
+        )
+
+    # -- making a candidate ---------------------------------------------------------------
+
+    def _candidate(
+        self,
+        snapshot: HistorySnapshot,
+        plan: Plan,
+        route: Route,
+        budget: Budget,
+        source: str,
+        cancel: CancelToken,
+        requests: RequestBudget,
+        report: ProgressCallback,
+    ) -> Checkpoint:
+        current = snapshot.checkpoint
+        counter = counter_for_model(route.model)
+        limit = summary_input_limit(budget, self._settings.summary_max_tokens)
+        covered = self._covered_events(snapshot.session_id, plan)
+        ledger = extract_ledger(
+            covered, self._settings.ledger_chars, earlier=current.ledger if current is not None else None
+        )
+        # SPEC C-10: append while the anchor is unchanged and there are fewer than 4 segments.
+        append = (
+            current is not None
+            and current.projection_kind is ProjectionKind.TEXT
+            and plan.anchor_seq == current.head_anchor_seq
+            and len(current.segments) < MAX_SEGMENTS
+        )
+        previous = [
+            PreviousSummary(s.index, s.from_seq, s.through_seq, s.level, s.text)
+            for s in (current.segments if current is not None else ())
+        ]
+        overhead = (
+            counter.count(SYSTEM_PROMPT) + counter.count("\n".join(t for _, t in ledger.must_mention())) + 64
+        )
+        chunks = self._chunks(snapshot, plan, covered, counter, limit - overhead)
+        repaired = False
+        total = len(chunks)
+
+        def summarise(index: int, previous_part: Sequence[PreviousSummary], chunk: _Chunk | None) -> str:
+            nonlocal repaired
+            if cancel.cancelled:
+                raise CompactionCancelled()
+            report(Stage.SUMMARISING, f"{index}/{total}" if total > 1 else "")
+            chunk_ledger = (
+                extract_ledger(chunk.events, self._settings.ledger_chars)
+                if chunk is not None and not previous_part
+                else ledger
+            )
+            summary = self._compactor.summarise(
+                route,
+                lambda reasons: request_messages(
+                    from_seq=chunk.from_seq if chunk is not None else previous_part[0].from_seq,
+                    through_seq=chunk.through_seq if chunk is not None else previous_part[-1].through_seq,
+                    transcript=chunk.lines if chunk is not None else (),
+                    previous=previous_part,
+                    ledger=chunk_ledger,
+                    repair_reasons=reasons,
+                ),
+                chunk_ledger,
+                cancel,
+                requests,
+            )
+            repaired = repaired or summary.repaired
+            return summary.text
+
+        segments: list[tuple[int, int, int, str]]  # (from, through, level, text)
+        top_level = current.level if current is not None else 0
+        if (
+            not append
+            and previous
+            and total == 1
+            and self._fits(previous, chunks[0], counter, limit - overhead)
+        ):
+            # One session-level rewrite over the old summary and the new events (C-10).
+            text = summarise(1, previous, chunks[0])
+            segments = [(previous[0].from_seq, plan.through_seq, top_level + 1, text)]
+        else:
+            fresh = [
+                (c.from_seq, c.through_seq, 0, summarise(i, (), c)) for i, c in enumerate(chunks, start=1)
+            ]
+            segments = [(s.from_seq, s.through_seq, s.level, s.text) for s in previous] + fresh
+            # More than 4 segments, or an anchor change: one session-level summary over them all.
+            if len(segments) > MAX_SEGMENTS or (previous and not append):
+                segments = [self._merge(segments, counter, limit, summarise)]
+        checkpoint = Checkpoint(
+            id="",
+            previous_id=current.id if current is not None else None,
+            session_id=snapshot.session_id,
+            through_seq=plan.through_seq,
+            source_digest=source,
+            head_anchor_seq=plan.anchor_seq,
+            phase=plan.phase,
+            projection_kind=ProjectionKind.TEXT,
+            level=max(level for _, _, level, _ in segments),
+            segments=tuple(
+                Segment(index, from_seq, through_seq, level, text, counter.count(text))
+                for index, (from_seq, through_seq, level, text) in enumerate(segments, start=1)
+            ),
+            route_id=route.id,
+            model=route.model,
+            created_at=self._events.timestamp(),
+            tokens_before=0,
+            tokens_after=0,
+            covered_messages=(current.covered_messages if current is not None else 0)
+            + sum(unit.last - unit.first + 1 for unit in plan.units),
+            producer="repaired" if repaired else "llm",
+            ledger=ledger,
+        ).with_id()
+        check_structure(checkpoint)
+        return checkpoint
+
+    def _merge(
+        self,
+        segments: Sequence[tuple[int, int, int, str]],
+        counter: TokenCounter,
+        limit: int,
+        summarise: Callable[[int, Sequence[PreviousSummary], _Chunk | None], str],
+    ) -> tuple[int, int, int, str]:
+        """One session-level summary over segments (SPEC C-10), merging in groups that fit one
+        request when all of them do not (so the merge itself never overflows)."""
+        items = [PreviousSummary(i, f, t, lvl, text) for i, (f, t, lvl, text) in enumerate(segments, start=1)]
+        room = limit - counter.count(SYSTEM_PROMPT) - 64
+        while True:
+            groups: list[list[PreviousSummary]] = [[]]
+            used = 0
+            for item in items:
+                tokens = counter.count(item.text) + 16
+                if groups[-1] and used + tokens > room:
+                    groups.append([])
+                    used = 0
+                groups[-1].append(item)
+                used += tokens
+            merged = [
+                PreviousSummary(
+                    index,
+                    group[0].from_seq,
+                    group[-1].through_seq,
+                    max(g.level for g in group) + 1,
+                    summarise(index, group, None),
+                )
+                if len(group) > 1 or len(groups) == 1
+                else replace(group[0], index=index)
+                for index, group in enumerate(groups, start=1)
+            ]
+            if len(merged) == 1:
+                only = merged[0]
+                return (only.from_seq, only.through_seq, only.level, only.text)
+            if len(merged) >= len(items):
+                raise SummaryFailed(
+                    "cannot reduce further: the summaries do not merge into one request", deterministic=True
+                )
+            items = merged
+
+    def _fits(
+        self, previous: Sequence[PreviousSummary], chunk: _Chunk, counter: TokenCounter, room: int
+    ) -> bool:
+        used = sum(counter.count(item.text) + 16 for item in previous)
+        return used + counter.count("\n".join(chunk.lines)) <= room
+
+    def _covered_events(self, session_id: str, plan: Plan) -> list[Event]:
+        """The valid message events the plan newly covers, as stored."""
+        later = self._events.events(session_id, after_seq=plan.from_seq - 1)
+        return [
+            event
+            for event in valid_events(later)
+            if event.seq <= plan.through_seq and event.kind in _MESSAGE_KINDS
+        ]
+
+    def _chunks(
+        self,
+        snapshot: HistorySnapshot,
+        plan: Plan,
+        covered: Sequence[Event],
+        counter: TokenCounter,
+        room: int,
+    ) -> list[_Chunk]:
+        """The plan's units as transcript chunks that each fit one request (whole units only)."""
+        error_seqs = frozenset(
+            event.seq
+            for event in covered
+            if event.kind is EventKind.TOOL_RESULT and event.payload.get("is_error") is True
+        )
+        chunks: list[_Chunk] = []
+        units: list[Unit] = []
+        lines: list[str] = []
+        used = 0
+        for unit in plan.units:
+            entries = snapshot.entries[unit.first : unit.last + 1]
+            chars = self._settings.transcript_message_chars
+            unit_lines = transcript_lines(entries, chars, error_seqs)
+            tokens = counter.count("\n".join(unit_lines))
+            # K-8: a unit too large for one request is read with a lower per-message cap.
+            while tokens > room and chars > MIN_MESSAGE_CHARS:
+                chars = max(MIN_MESSAGE_CHARS, chars // 2)
+                unit_lines = transcript_lines(entries, chars, error_seqs)
+                tokens = counter.count("\n".join(unit_lines))
+            if units and used + tokens > room:
+                chunks.append(self._chunk(units, lines, covered))
+                units, lines, used = [], [], 0
+            units.append(unit)
+            lines.extend(unit_lines)
+            used += tokens
+        if units:
+            chunks.append(self._chunk(units, lines, covered))
+        return chunks
+
+    @staticmethod
+    def _chunk(units: Sequence[Unit], lines: Sequence[str], covered: Sequence[Event]) -> _Chunk:
+        first, last = units[0].first_seq, units[-1].last_seq
+        return _Chunk(tuple(units), tuple(lines), tuple(e for e in covered if first <= e.seq <= last))
+
+    def _backed_off(self, session_id: str, route: Route, plan: Plan) -> Plan | None:
+        """SPEC C-13: cover no more than the route's accepted boundary; without one, half the units."""
+        boundary = self._store.boundary(session_id, route.id)
+        if boundary is not None and plan.from_seq <= boundary.through_seq < plan.through_seq:
+            smaller = plan.backed_off(boundary.through_seq)
+            if smaller is not None and smaller.through_seq < plan.through_seq:
+                return smaller
+        return plan.halved()
+
+    # -- ending an attempt ----------------------------------------------------------------
+
+    def _diagnostic(
+        self,
+        trigger: Trigger,
+        plan: Plan | None,
+        outcome: Outcome,
+        reason: str,
+        tokens_before: int,
+        route: Route,
+        requests: int,
+        *,
+        tokens_after: int | None = None,
+        checkpoint_id: str | None = None,
+        fingerprint: str | None = None,
+        stage: Stage = Stage.DONE,
+        phase: str | None = None,
+    ) -> Diagnostic:
+        return Diagnostic(
+            trigger=trigger,
+            phase=str(plan.phase) if plan is not None else phase,
+            stage=stage,
+            outcome=outcome,
+            messages_covered=sum(unit.last - unit.first + 1 for unit in plan.units)
+            if plan is not None
+            else 0,
+            tokens_before=tokens_before,
+            tokens_after=tokens_after,
+            reason=reason,
+            route_id=route.id,
+            model=route.model,
+            requests=requests,
+            checkpoint_id=checkpoint_id,
+            fingerprint=fingerprint,
+            through_seq=plan.through_seq if plan is not None else None,
+        )
+
+    def _ended(
+        self,
+        session_id: str,
+        route: Route,
+        trigger: Trigger,
+        outcome: Outcome,
+        reason: str,
+        tokens_before: int,
+        *,
+        plan: Plan | None = None,
+        fingerprint: str | None = None,
+        requests: int = 0,
+        tokens_after: int | None = None,
+        phase: str | None = None,
+    ) -> CompactionResult:
+        """Record a compaction that wrote no checkpoint (SPEC C-15) and say how it ended."""
+        diagnostic = self._diagnostic(
+            trigger,
+            plan,
+            outcome,
+            reason,
+            tokens_before,
+            route,
+            requests,
+            tokens_after=tokens_after,
+            fingerprint=fingerprint,
+            phase=phase,
+        )
+        self._events.append(session_id, [NewEvent(EventKind.COMPACTION_DIAGNOSTIC, diagnostic.to_payload())])
+        return CompactionResult(
+            outcome, trigger, reason, tokens_before, tokens_after, None, diagnostic.phase, requests
+        )
+
+    def _failed(
+        self,
+        session_id: str,
+        route: Route,
+        trigger: Trigger,
+        tokens_before: int,
+        plan: Plan,
+        fingerprint: str | None,
+        budget: RequestBudget,
+        reason: str,
+        *,
+        outcome: Outcome = Outcome.FAILED,
+        tokens_after: int | None = None,
+    ) -> CompactionResult:
+        """Fail open (SPEC C-14): nothing but a diagnostic and, when deterministic, a fingerprint."""
+        if fingerprint is not None:
+            self._store.add_fingerprint(
+                session_id, fingerprint, reason[:300], self._settings.max_fingerprints
+            )
+        return self._ended(
+            session_id,
+            route,
+            trigger,
+            outcome,
+            reason,
+            tokens_before,
+            plan=plan,
+            fingerprint=fingerprint,
+            requests=budget.spent,
+            tokens_after=tokens_after,
+        )
+
+
+class _Stale(Exception):
+    """Raised inside the commit transaction to abort it."""

@@ -1,0 +1,263 @@
+"""Provides text summaries: the compaction request (prompt and transcript), the validation of a
+candidate (SPEC C-8, C-9), the repair request, and the checkpoint message the model then sees.
+
+The summariser reads text: messages become `[seq N] role: …` lines, long ones capped per message
+(the full text stays in canonical history), images a fixed placeholder (SPEC K-13).
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from foya_tui.runtime.compaction.ledger import Ledger
+from foya_tui.runtime.history import LogEntry
+from foya_tui.runtime.model import Role
+from foya_tui.runtime.providers.summary_format import (
+    COMPACTION_MARKER,
+    IMAGE_PLACEHOLDER,
+    MUST_MENTION_DIRECTIVE,
+    MUST_MENTION_PATH,
+    MUST_MENTION_TAG,
+    PREVIOUS_SUMMARY_TAG,
+    REPAIR_TAG,
+    SECTION_HEADINGS,
+    TRANSCRIPT_TAG,
+    close_tag,
+    open_tag,
+)
+
+SYSTEM_PROMPT = f"""{COMPACTION_MARKER}
+You write the checkpoint of a long agent session: a summary that replaces the covered part of the
+conversation in the model's context. The agent will continue the task from it alone, so it must
+be faithful and specific. Answer with exactly these five Markdown sections, in this order, each
+with real content, and nothing before or after them:
+
+## Goal
+The user's current goal, in their terms.
+## Progress
+Work done and what was verified; each fact followed by its source like [seq 12] or [seq 12–15].
+## Key Decisions
+Decisions that shape what follows, and why.
+## Next Steps
+What is left to do, in order.
+## Critical Context
+Exact paths, identifiers, commands, error messages, constraints and the user's rules, verbatim.
+
+Rules: every item listed in <must-mention> must appear in your summary (paths and the user's rules
+verbatim). A <previous-summary> is earlier history already summarised: keep its facts unless later
+history contradicts them. Close every code fence. Be concise: the summary must be much shorter than
+what it replaces."""
+
+REPAIR_INSTRUCTION = (
+    "Your previous summary was rejected for the reasons in <repair>. Write it again, shorter, "
+    "fixing every reason."
+)
+TRUNCATION_MARKERS = re.compile(
+    r"(\[truncated\]|\[…\]|\[\.\.\.\]|<truncated>|\(truncated\)|…\s*$|\.\.\.\s*$)", re.IGNORECASE
+)
+_FENCE = re.compile(r"^\s*(```|~~~)", re.MULTILINE)
+_CLOSING_TAGS = re.compile(
+    r"</(" + "|".join((TRANSCRIPT_TAG, PREVIOUS_SUMMARY_TAG, MUST_MENTION_TAG, REPAIR_TAG)) + ")>"
+)
+_WORD = re.compile(r"[^\W\d_]{3,}|\d+|[\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af]", re.UNICODE)
+MENTION_WORD_SHARE = 0.7
+"""A rule counts as mentioned when this share of its words appears in the summary (models rephrase)."""
+
+
+def _escape(text: str) -> str:
+    """Message text cannot close the request's own blocks."""
+    return _CLOSING_TAGS.sub(lambda match: f"<\\/{match.group(1)}>", text)
+
+
+def _capped(text: str, limit: int) -> str:
+    if len(text) <= limit:
+        return text
+    head = (limit * 2) // 3
+    tail = limit - head
+    return f"{text[:head]} […{len(text) - limit:,} characters left out of the summary input…] {text[-tail:]}"
+
+
+def _content_text(message: Mapping[str, Any]) -> str:
+    content = message.get("content")
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return " ".join(str(part.get("text", "")) for part in content if isinstance(part, Mapping))
+    return ""
+
+
+def transcript_lines(
+    entries: Iterable[LogEntry], message_chars: int, error_seqs: frozenset[int] = frozenset()
+) -> list[str]:
+    """Covered messages as the summariser reads them: one `[seq N]` line each, capped in length.
+
+    `error_seqs` are the tool results that reported an error (messages do not carry that flag)."""
+    names: dict[str, str] = {}
+    lines: list[str] = []
+    for entry in entries:
+        message = entry.message
+        text = _content_text(entry.openai)
+        images = IMAGE_PLACEHOLDER * len(message.attachments)
+        if message.role is Role.TOOL:
+            name = message.name or names.get(message.tool_call_id or "", "tool")
+            status = "error" if entry.seq in error_seqs else "ok"
+            lines.append(f"[seq {entry.seq}] tool {name} ({status}): {_capped(text, message_chars)}")
+            continue
+        role = "user" if message.role is Role.USER else "assistant"
+        if text or images or not message.tool_calls:
+            lines.append(f"[seq {entry.seq}] {role}: {_capped(text, message_chars)}{images}")
+        for call in message.tool_calls:
+            names[call.id] = call.name
+            lines.append(
+                f"[seq {entry.seq}] {role} → {call.name} {_capped(call.arguments, message_chars // 4)}"
+            )
+    return [_escape(line) for line in lines]
+
+
+@dataclass(frozen=True)
+class PreviousSummary:
+    """A segment being merged into a session-level summary (SPEC C-10)."""
+
+    index: int
+    from_seq: int
+    through_seq: int
+    level: int
+    text: str
+
+
+def request_messages(
+    *,
+    from_seq: int,
+    through_seq: int,
+    transcript: Sequence[str],
+    previous: Sequence[PreviousSummary],
+    ledger: Ledger,
+    repair_reasons: Sequence[str] = (),
+) -> tuple[dict[str, Any], ...]:
+    """The messages of one compaction request (non-streamed; the provider answers with text)."""
+    parts: list[str] = []
+    for summary in previous:
+        parts.append(
+            open_tag(
+                PREVIOUS_SUMMARY_TAG,
+                index=summary.index,
+                from_seq=summary.from_seq,
+                through_seq=summary.through_seq,
+                level=summary.level,
+            )
+        )
+        parts.append(_escape(summary.text))
+        parts.append(close_tag(PREVIOUS_SUMMARY_TAG))
+    if transcript:
+        parts.append(open_tag(TRANSCRIPT_TAG, from_seq=from_seq, through_seq=through_seq))
+        parts.extend(transcript)
+        parts.append(close_tag(TRANSCRIPT_TAG))
+    mentions = ledger.must_mention()
+    if mentions:
+        parts.append(open_tag(MUST_MENTION_TAG))
+        for kind, text in mentions:
+            label = MUST_MENTION_PATH if kind == "path" else MUST_MENTION_DIRECTIVE
+            parts.append(_escape(f"- {label}: {' '.join(text.split())}"))
+        parts.append(close_tag(MUST_MENTION_TAG))
+    if repair_reasons:
+        parts.append(open_tag(REPAIR_TAG))
+        parts.extend(_escape(f"- {reason}") for reason in repair_reasons)
+        parts.append(close_tag(REPAIR_TAG))
+        parts.append(REPAIR_INSTRUCTION)
+    else:
+        parts.append("Write the checkpoint summary of the history above now.")
+    return (
+        {"role": "system", "content": SYSTEM_PROMPT},
+        {"role": "user", "content": "\n".join(parts)},
+    )
+
+
+def summary_problems(text: str, finish_reason: str) -> list[str]:
+    """Why a candidate summary fails SPEC C-9 (empty when it passes)."""
+    problems: list[str] = []
+    if finish_reason == "length":
+        problems.append("the provider stopped at its output length limit (finish_reason=length)")
+    positions = []
+    for heading in SECTION_HEADINGS:
+        match = re.search(rf"^{re.escape(heading)}[ \t]*$", text, re.MULTILINE)
+        positions.append(match.start() if match else None)
+    missing = [
+        heading for heading, position in zip(SECTION_HEADINGS, positions, strict=True) if position is None
+    ]
+    if missing:
+        problems.append(f"missing section(s): {', '.join(missing)}")
+    found = [position for position in positions if position is not None]
+    if found != sorted(found):
+        problems.append("the sections are not in the order " + ", ".join(SECTION_HEADINGS))
+    if not missing and found == sorted(found):
+        if text[: found[0]].strip():
+            problems.append("there is text before ## Goal")
+        bounds = [*found, len(text)]
+        for index, heading in enumerate(SECTION_HEADINGS):
+            body = text[bounds[index] + len(heading) : bounds[index + 1]]
+            if not re.search(r"\w", body):
+                problems.append(f"section {heading} has no content")
+    if len(_FENCE.findall(text)) % 2:
+        problems.append("a code fence is not closed")
+    if TRUNCATION_MARKERS.search(text.rstrip()):
+        problems.append("the summary ends with or contains a truncation marker")
+    return problems
+
+
+def _words(text: str) -> list[str]:
+    return _WORD.findall(unicodedata.normalize("NFKC", text).casefold())
+
+
+def mentioned(item: str, summary: str, summary_words: frozenset[str] | None = None) -> bool:
+    """Whether a summary mentions a ledger item: verbatim (case-folded, spaces collapsed), or, for
+    a rule the model rephrased, most of its words."""
+    flat_summary = " ".join(unicodedata.normalize("NFKC", summary).casefold().split())
+    flat_item = " ".join(unicodedata.normalize("NFKC", item).casefold().split())
+    if flat_item in flat_summary:
+        return True
+    words = set(_words(item))
+    if not words:
+        return False
+    present = summary_words if summary_words is not None else frozenset(_words(summary))
+    return len(words & present) / len(words) >= MENTION_WORD_SHARE
+
+
+def missing_mentions(summary: str, ledger: Ledger) -> list[str]:
+    """Repair reasons for modified paths and user rules the summary does not name (SPEC K-12)."""
+    words = frozenset(_words(summary))
+    reasons = []
+    for kind, item in ledger.must_mention():
+        if kind == "path":
+            if " ".join(item.split()).casefold() not in summary.casefold():
+                reasons.append(f"it does not mention the modified path {item}")
+        elif not mentioned(item, summary, words):
+            reasons.append(f"it does not state the user's rule: {' '.join(item.split())[:300]}")
+    return reasons
+
+
+def checkpoint_message_text(
+    segments: Sequence[tuple[int, int, str]], ledger: Ledger, checkpoint_id: str, covered: int
+) -> str:
+    """The text the model sees in place of the covered prefix: segments (seq range, summary), then
+    the evidence ledger, which belongs to the summary's `## Critical Context`."""
+    first = segments[0][0] if segments else 1
+    last = segments[-1][1] if segments else 0
+    parts = [
+        f"[Checkpoint {checkpoint_id[:12]}: a summary of {covered:,} earlier messages "
+        f"(events {first}–{last}). "
+        "Canonical history keeps every event; this summary replaces them in your context.]"
+    ]
+    for index, (from_seq, through_seq, text) in enumerate(segments, start=1):
+        if len(segments) > 1:
+            parts.append(f"# Segment {index} (events {from_seq}–{through_seq})")
+        parts.append(text.strip())
+    rendered = ledger.render()
+    if rendered:
+        parts.append(
+            "## Critical Context — evidence ledger (exact records from the covered events)\n" + rendered
+        )
+    return "\n\n".join(parts)

@@ -1,0 +1,133 @@
+"""Provides the text compactor: one non-streamed summary request, validated, repaired at most once
+(SPEC C-9, C-11).
+
+The request is sent as is: no SDK retries, no retry of a rate limit here (the next trigger tries
+again). A provider that says the request is too long raises `RequestOverflow`, so the service can
+back its coverage off (SPEC C-13); any other provider failure is a non-deterministic failure.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+
+from foya_tui.runtime.compaction.ledger import Ledger
+from foya_tui.runtime.compaction.summary import missing_mentions, summary_problems
+from foya_tui.runtime.model import Usage
+from foya_tui.runtime.providers.client import CancelToken, ProviderClient, ProviderRequest
+from foya_tui.runtime.providers.errors import FailureKind, ProviderError
+from foya_tui.runtime.providers.routes import Route
+
+if TYPE_CHECKING:
+    from foya_tui.runtime.providers.client import Completion
+
+RequestBuilder = Callable[[Sequence[str]], tuple[Mapping[str, Any], ...]]
+"""Builds a compaction request's messages; given repair reasons, the repair request."""
+
+
+class CompactionCancelled(Exception):
+    """The user cancelled; nothing was written."""
+
+
+class RequestOverflow(Exception):
+    """The provider rejected a compaction request as larger than its window (SPEC C-13 backs off)."""
+
+
+class SummaryFailed(Exception):
+    """No usable summary. `deterministic` failures get a fingerprint (SPEC C-14)."""
+
+    def __init__(self, reason: str, *, deterministic: bool) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.deterministic = deterministic
+
+
+class RequestBudget:
+    """Provider requests one compaction may spend, so no failure mode can loop (SPEC C-15)."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.spent = 0
+
+    def spend(self) -> None:
+        if self.spent >= self.limit:
+            raise SummaryFailed(
+                f"cannot reduce further within {self.limit} provider requests", deterministic=True
+            )
+        self.spent += 1
+
+
+@dataclass(frozen=True)
+class Summary:
+    text: str
+    repaired: bool
+    usage: Usage | None
+
+
+class Compactor(Protocol):
+    """Makes one summary from a request (SPEC C-11); the text compactor is the portable one."""
+
+    def summarise(
+        self,
+        route: Route,
+        build: RequestBuilder,
+        ledger: Ledger,
+        cancel: CancelToken,
+        budget: RequestBudget,
+    ) -> Summary: ...
+
+
+class TextCompactor:
+    """Summaries through the session's provider client, non-streamed."""
+
+    def __init__(self, client: ProviderClient, max_output_tokens: int) -> None:
+        self._client = client
+        self._max_output_tokens = max_output_tokens
+
+    def _ask(
+        self,
+        route: Route,
+        messages: tuple[Mapping[str, Any], ...],
+        cancel: CancelToken,
+        budget: RequestBudget,
+    ) -> Completion:
+        budget.spend()
+        request = ProviderRequest(route=route, messages=messages, max_output_tokens=self._max_output_tokens)
+        try:
+            completion = self._client.complete(request, cancel)
+        except ProviderError as error:
+            if error.failure.kind is FailureKind.INPUT_OVERFLOW:
+                raise RequestOverflow(error.failure.message) from None
+            raise SummaryFailed(
+                f"the summary request failed: {error.failure.message}", deterministic=False
+            ) from None
+        if completion.finish_reason == "cancelled" or cancel.cancelled:
+            raise CompactionCancelled()
+        return completion
+
+    def summarise(
+        self,
+        route: Route,
+        build: RequestBuilder,
+        ledger: Ledger,
+        cancel: CancelToken,
+        budget: RequestBudget,
+    ) -> Summary:
+        """A summary that passes C-9 and names every modified path and user rule of `ledger`; one
+        shorter repair request when the first candidate fails; then abandon (deterministic)."""
+        completion = self._ask(route, build(()), cancel, budget)
+        problems = _problems(completion.text, completion.finish_reason, ledger)
+        if not problems:
+            return Summary(completion.text.strip(), repaired=False, usage=completion.usage)
+        repair = self._ask(route, build(problems), cancel, budget)
+        again = _problems(repair.text, repair.finish_reason, ledger)
+        if not again:
+            return Summary(repair.text.strip(), repaired=True, usage=repair.usage)
+        raise SummaryFailed(
+            f"the summary was rejected twice (C-9): {'; '.join(again[:3])}", deterministic=True
+        )
+
+
+def _problems(text: str, finish_reason: str, ledger: Ledger) -> list[str]:
+    return summary_problems(text, finish_reason) + missing_mentions(text, ledger)
