@@ -10,6 +10,10 @@ the request's `model` field and answers accordingly:
 - `zerousage`: like `ok`, but usage is all zeros.
 - `tools`: one `read_file` tool call (finish_reason "tool_calls"), with usage.
 - `length`: replies "truncated repl" with finish_reason "length", with usage.
+- `summary`: answers a compaction request (its first message is a system message starting with
+  Foya's `COMPACTION_MARKER`) with a fixed, valid five-section summary whose Critical Context
+  copies every line of the request's `<must-mention>` block (SPEC C-8, C-9), with usage; any
+  other request is answered like `ok`.
 - `slow`: like `ok`, but sleeps between streamed chunks (and once before a non-streamed reply).
 - `garbage`: HTTP 200 whose body (or every SSE data line) is not JSON.
 - `midstream-error`: a stream that dies after three chunks, without the final chunk or [DONE];
@@ -18,11 +22,16 @@ the request's `model` field and answers accordingly:
   documented HTTP error status and JSON body, whether or not streaming was requested.
 - anything else: HTTP 404 `model_not_found`.
 
+A server started with `window=N` (or whose `window` attribute is set) answers any chat request
+whose `count_prompt_tokens` exceeds N with the `overflow-openai` error shape (`context_length_exceeded`,
+stating N and the count), whatever the scenario: a provider with a small context window.
+
 Usage is only streamed when the request asks for it with `stream_options: {"include_usage": true}`,
 as the real API does. Every request is recorded (path, lower-cased headers, parsed JSON body) before
 it is answered, so tests can check what LiteLLM actually sent.
 
-Only the standard library is used so the fake has no dependencies beyond Python itself.
+Only the standard library is used, plus Foya's compaction wire format (`summary_format.py`, plain
+Python) so the fake recognises the same compaction requests the runtime sends.
 """
 
 from __future__ import annotations
@@ -38,6 +47,13 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import Any
 from urllib.parse import urlsplit
+
+from foya_tui.runtime.providers.summary_format import (
+    COMPACTION_MARKER,
+    MUST_MENTION_TAG,
+    SECTION_HEADINGS,
+    blocks,
+)
 
 CHAT_COMPLETIONS_PATH = "/v1/chat/completions"
 MODELS_PATH = "/v1/models"
@@ -56,6 +72,14 @@ TOOL_CALL_ARGUMENT_PIECES = ('{"pa', 'th": "READ', 'ME.md"}')
 TOOL_CALL_COMPLETION_TOKENS = 10
 
 LENGTH_REPLY = "truncated repl"
+# The body of every `summary` reply; Critical Context gets the request's must-mention lines after it.
+SUMMARY_BODIES = (
+    "The user wants the loopback scenario summarised.",
+    "- Read the transcript and kept the facts needed to continue. [seq 1]",
+    "- Keep the summary short and factual. [seq 1]",
+    "- Continue with the latest user request.",
+    "- The fake server wrote this summary.",
+)
 GARBAGE_BODY = "this is not json <html>"
 
 
@@ -168,7 +192,7 @@ ERROR_RESPONSES: Mapping[str, ErrorResponse] = {
 }
 
 # Scenarios that produce a normal (non-error) assistant turn.
-REPLY_SCENARIOS = ("ok", "nousage", "zerousage", "tools", "length", "slow")
+REPLY_SCENARIOS = ("ok", "nousage", "zerousage", "tools", "length", "slow", "summary")
 SCENARIOS: tuple[str, ...] = (*REPLY_SCENARIOS, "garbage", "midstream-error", *ERROR_RESPONSES)
 
 
@@ -237,6 +261,39 @@ def count_prompt_tokens(messages: tuple[Mapping[str, Any], ...]) -> int:
     return max(total, 1)
 
 
+def overflow_response(window: int, prompt_tokens: int) -> ErrorResponse:
+    """OpenAI's context-length error, stating this server's window and the request's size."""
+    error = dict(ERROR_RESPONSES["overflow-openai"].body["error"])
+    error["message"] = (
+        f"This model's maximum context length is {window} tokens. However, your messages resulted in "
+        f"{prompt_tokens} tokens. Please reduce the length of the messages."
+    )
+    return ErrorResponse(status=400, body={"error": error})
+
+
+def is_compaction_request(messages: tuple[Mapping[str, Any], ...]) -> bool:
+    return (
+        bool(messages)
+        and messages[0].get("role") == "system"
+        and text_of(messages[0].get("content")).startswith(COMPACTION_MARKER)
+    )
+
+
+def summary_text(messages: tuple[Mapping[str, Any], ...]) -> str:
+    """The fixed five-section summary, with every must-mention line copied into Critical Context."""
+    must_mention = [
+        line.rstrip()
+        for message in messages
+        if message.get("role") == "user"
+        for tag, _, body in blocks(text_of(message.get("content")))
+        if tag == MUST_MENTION_TAG
+        for line in body.splitlines()
+        if line.strip()
+    ]
+    bodies = [*SUMMARY_BODIES[:-1], "\n".join([*must_mention, SUMMARY_BODIES[-1]])]
+    return "\n\n".join(f"{heading}\n{body}" for heading, body in zip(SECTION_HEADINGS, bodies, strict=True))
+
+
 def echo_reply_text(messages: tuple[Mapping[str, Any], ...]) -> str:
     last_user_text = ""
     for message in messages:
@@ -272,7 +329,10 @@ def build_reply(request: ChatRequest) -> Reply:
             finish_reason="length",
             usage=Usage(prompt_tokens, len(LENGTH_REPLY.split())),
         )
-    text = echo_reply_text(request.messages)
+    if request.model == "summary" and is_compaction_request(request.messages):
+        text = summary_text(request.messages)
+    else:
+        text = echo_reply_text(request.messages)
     if request.model == "nousage":
         usage = None
     elif request.model == "zerousage":
@@ -366,9 +426,15 @@ class _FakeOpenAIHTTPServer(ThreadingHTTPServer):
     # Handler threads must not keep the test process alive, and stop() must not wait for them.
     daemon_threads = True
 
-    def __init__(self, record: Callable[[RecordedRequest], None], next_id: Callable[[], str]) -> None:
+    def __init__(
+        self,
+        record: Callable[[RecordedRequest], None],
+        next_id: Callable[[], str],
+        window: Callable[[], int | None],
+    ) -> None:
         self.record = record
         self.next_completion_id = next_id
+        self.window = window
         super().__init__(("127.0.0.1", 0), _Handler)
 
     def handle_error(self, request: Any, client_address: Any) -> None:
@@ -430,6 +496,11 @@ class _Handler(BaseHTTPRequestHandler):
             messages=tuple(m for m in messages if isinstance(m, dict)) if isinstance(messages, list) else (),
         )
         error = ERROR_RESPONSES.get(request.model)
+        window = self.server.window()
+        if window is not None and request.model in SCENARIOS:
+            prompt_tokens = count_prompt_tokens(request.messages)
+            if prompt_tokens > window:
+                error = overflow_response(window, prompt_tokens)
         if error is not None:
             self._send_json(error.status, error.body, error.headers)
         elif request.model == "garbage":
@@ -551,10 +622,12 @@ class FakeOpenAIServer:
     """A loopback OpenAI-compatible server on an ephemeral port, served from a daemon thread.
 
     Use it as a context manager, or call start() and stop(). See the module docstring for the
-    scenarios chosen by the request's `model` field.
+    scenarios chosen by the request's `model` field. `window` (settable while running) makes every
+    chat request larger than that many prompt tokens fail as an input overflow; None = no limit.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, window: int | None = None) -> None:
+        self.window = window
         self._lock = threading.Lock()
         self._requests: list[RecordedRequest] = []
         self._completion_count = 0
@@ -564,7 +637,7 @@ class FakeOpenAIServer:
     def start(self) -> FakeOpenAIServer:
         if self._server is not None:
             raise RuntimeError("FakeOpenAIServer is already started")
-        self._server = _FakeOpenAIHTTPServer(self._record, self._next_completion_id)
+        self._server = _FakeOpenAIHTTPServer(self._record, self._next_completion_id, lambda: self.window)
         # A short poll interval makes stop() quick: shutdown() waits for serve_forever to notice it.
         self._thread = threading.Thread(
             target=self._server.serve_forever,
