@@ -1,4 +1,5 @@
-"""Provides the provider-client interface: a request, the stream of events it yields, cancellation."""
+"""Provides the provider-client interface: a request, the stream of events it yields, a one-shot
+completion, cancellation."""
 
 from __future__ import annotations
 
@@ -52,6 +53,20 @@ class StreamFinished:
 StreamEvent = TextDelta | ReasoningDelta | ToolCallDelta | StreamFinished
 
 
+@dataclass(frozen=True)
+class Completion:
+    """The whole answer to one non-streamed request (SPEC C-11: summary, finish reason, usage)."""
+
+    text: str
+    finish_reason: str
+    """As the provider said ("stop", "length", …), or "cancelled" when the caller gave up."""
+    usage: Usage | None
+    """None when the provider reported nothing (or 0/0/0): unknown, not zero."""
+
+
+CANCELLED_COMPLETION = Completion(text="", finish_reason="cancelled", usage=None)
+
+
 @dataclass
 class CancelToken:
     """Set from any thread to stop a stream between chunks."""
@@ -67,6 +82,19 @@ class CancelToken:
 
 
 class ProviderClient(Protocol):
-    """Streams one request. Raises ProviderError (classified) on failure; ends with StreamFinished."""
+    """Sends requests to one provider; every failure is a classified ProviderError."""
 
-    def stream(self, request: ProviderRequest, cancel: CancelToken) -> Iterator[StreamEvent]: ...
+    def stream(self, request: ProviderRequest, cancel: CancelToken) -> Iterator[StreamEvent]:
+        """Streams one request. Raises ProviderError (classified) on failure; ends with StreamFinished."""
+        ...
+
+    def complete(self, request: ProviderRequest, cancel: CancelToken) -> Completion:
+        """Sends one NON-streaming request and returns the whole answer.
+
+        The text compactor needs the summary, its finish reason and usage, not deltas (SPEC C-11).
+        Raises ProviderError (classified, secrets redacted) on failure and never retries: the
+        caller decides. When `cancel` is set before the request is sent, or by the time the answer
+        arrives, returns `CANCELLED_COMPLETION` (empty text, finish reason "cancelled", no usage)
+        instead of raising.
+        """
+        ...

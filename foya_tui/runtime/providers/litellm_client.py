@@ -17,7 +17,9 @@ from typing import Any
 
 from foya_tui.runtime.model import ToolCall, Usage
 from foya_tui.runtime.providers.client import (
+    CANCELLED_COMPLETION,
     CancelToken,
+    Completion,
     ProviderRequest,
     ReasoningDelta,
     StreamEvent,
@@ -192,8 +194,30 @@ def _bad_response(detail: str) -> ProviderError:
     )
 
 
+def _read_completion(response: Any) -> Completion:
+    """The text, finish reason and usage of a non-streamed reply; anything else is unreadable."""
+    choices = _attr(response, "choices")
+    if not isinstance(choices, (list, tuple)) or not choices:
+        raise _bad_response("a reply without choices")
+    message = _attr(choices[0], "message")
+    content = _attr(message, "content") if message is not None else None
+    if isinstance(content, list):  # content parts: keep the text ones, as the stream reader does
+        content = "".join(str(_attr(part, "text") or "") for part in content if _attr(part, "type") == "text")
+    if content is not None and not isinstance(content, str):
+        raise _bad_response("a reply whose content is not text")
+    finish_reason = _attr(choices[0], "finish_reason")
+    if not finish_reason:
+        raise _bad_response("a reply without a finish reason")
+    usage = _usage_of(_attr(response, "usage"))
+    # Non-streamed, LiteLLM 1.110 reports a reply without usage as 0/0/0, which from_counts
+    # already reads as unknown; the check still guards against an invented figure.
+    if not _provider_sent_usage(response):
+        usage = None
+    return Completion(text=content or "", finish_reason=str(finish_reason), usage=usage)
+
+
 class LiteLLMClient:
-    """Streams requests through LiteLLM (the simulator included, as a custom provider)."""
+    """Sends requests through LiteLLM (the simulator included, as a custom provider)."""
 
     def __init__(self, settings: Settings, env: Mapping[str, str] | None = None) -> None:
         self._settings = settings
@@ -234,6 +258,26 @@ class LiteLLMClient:
             litellm = load_litellm()
             response = litellm.completion(**kwargs)
             yield from self._read_stream(response, cancel)
+        except ProviderError:
+            raise
+        except Exception as exc:  # every provider failure is classified, never a traceback
+            raise ProviderError(classify_exception(exc, secrets)) from None
+
+    def complete(self, request: ProviderRequest, cancel: CancelToken) -> Completion:
+        """One non-streamed request (SPEC C-11); no retries here, the caller decides."""
+        if cancel.cancelled:
+            return CANCELLED_COMPLETION
+        kwargs, secrets = self._request_kwargs(request)
+        kwargs["stream"] = False
+        kwargs.pop("stream_options", None)  # only meaningful on a stream
+        try:
+            litellm = load_litellm()
+            response = litellm.completion(**kwargs)
+            # A blocking call cannot be interrupted; an answer that arrives after the caller gave
+            # up is dropped rather than reported.
+            if cancel.cancelled:
+                return CANCELLED_COMPLETION
+            return _read_completion(response)
         except ProviderError:
             raise
         except Exception as exc:  # every provider failure is classified, never a traceback
