@@ -72,6 +72,22 @@ def build_parser() -> argparse.ArgumentParser:
     context.add_argument("session", metavar="SESSION")
     context.add_argument("--model", dest="sub_model", metavar="M", help="compile for this model's route")
     context.add_argument("--json", action="store_true", help="print JSON")
+
+    compact = commands.add_parser("compact", help="compact an idle session now (standalone)")
+    compact.add_argument("session", metavar="SESSION")
+    compact.add_argument("--model", dest="sub_model", metavar="M", help="summarise on this model's route")
+    compact.add_argument("--json", action="store_true", help="print JSON")
+
+    inspect = commands.add_parser("inspect", help="checkpoints, segments, diagnostics, fingerprints")
+    inspect.add_argument("session", metavar="SESSION")
+    inspect.add_argument("--json", action="store_true", help="print JSON")
+
+    verify = commands.add_parser("verify", help="re-validate a session's store and checkpoints")
+    verify.add_argument("session", metavar="SESSION")
+
+    rewind = commands.add_parser("rewind", help="make history after SEQ invalid (nothing is deleted)")
+    rewind.add_argument("session", metavar="SESSION")
+    rewind.add_argument("seq", type=int, metavar="SEQ", help="the last event that stays valid (0: all)")
     return parser
 
 
@@ -92,6 +108,8 @@ def _print_json(value: object) -> None:
 
 def _cmd_run(args: argparse.Namespace) -> int:
     from foya_tui.runtime.updates import (
+        CompactionFinished,
+        CompactionProgressed,
         ReplyDelta,
         RetryScheduled,
         ToolCallFinished,
@@ -128,6 +146,12 @@ def _cmd_run(args: argparse.Namespace) -> int:
                     print(f"foya: {update.notice}", file=sys.stderr)
             elif isinstance(update, TurnFailed):
                 print(f"foya: {update.reason}", file=sys.stderr)
+            elif isinstance(update, CompactionProgressed):
+                detail = f" {update.detail}" if update.detail else ""
+                print(f"foya: compaction ({update.trigger}): {update.stage}{detail}…", file=sys.stderr)
+            elif isinstance(update, CompactionFinished):
+                report = update.report
+                print(f"foya: compaction {report['outcome']}: {report['reason']}", file=sys.stderr)
             if isinstance(update, TurnFinished):
                 status = EXIT_OK
         return status
@@ -220,6 +244,101 @@ def format_context(report: dict) -> str:
     return "\n".join(lines)
 
 
+def _cmd_compact(args: argparse.Namespace) -> int:
+    with _open_runtime(args) as runtime:
+        model = args.sub_model or args.model
+        progress = None
+        if not args.json:
+            progress = lambda stage, detail: print(  # noqa: E731 - one line, only here
+                f"foya: {stage}{' ' + detail if detail else ''}…", file=sys.stderr
+            )
+        result = runtime.compact(args.session, runtime.route_for(model) if model else None, progress=progress)
+    report = result.report()
+    if args.json:
+        _print_json(report)
+    else:
+        after = f" → {result.tokens_after:,}" if result.tokens_after is not None else ""
+        checkpoint = f" · checkpoint {result.checkpoint.id[:12]}" if result.checkpoint is not None else ""
+        print(f"{result.outcome}: {result.tokens_before:,}{after} tokens{checkpoint} · {result.reason}")
+    return EXIT_OK if report["outcome"] in ("accepted", "nothing_to_compact") else EXIT_FAILED
+
+
+def _cmd_inspect(args: argparse.Namespace) -> int:
+    with _open_runtime(args) as runtime:
+        report = runtime.inspect(args.session)
+    if args.json:
+        _print_json(report.to_json())
+        return EXIT_OK
+    print(format_inspect(report.to_json()))
+    return EXIT_OK
+
+
+def format_inspect(report: dict) -> str:
+    """The human form of `foya inspect`: lineage with segments, then diagnostics and fingerprints."""
+    lines = [f"session {report['session'][:6]}", "", "checkpoints (newest last):"]
+    if not report["checkpoints"]:
+        lines.append("  (none: the model sees all valid history)")
+    for checkpoint in report["checkpoints"]:
+        mark = "●" if checkpoint["current"] else "○"
+        if "segments" not in checkpoint:
+            lines.append(f"  {mark} {checkpoint['id'][:12]}  invalid: {checkpoint['problem']}")
+            continue
+        state = "current" if checkpoint["current"] else ("superseded" if checkpoint["usable"] else "void")
+        if checkpoint["problem"]:
+            state += f" ({checkpoint['problem']})"
+        lines.append(
+            f"  {mark} {checkpoint['id'][:12]}  {state}  L{checkpoint['level']}  {checkpoint['phase']}"
+            f"  through seq {checkpoint['through_seq']}  {checkpoint['tokens_before']:,} → "
+            f"{checkpoint['tokens_after']:,} tokens  {checkpoint['producer']}  {checkpoint['model']}"
+        )
+        for segment in checkpoint["segments"]:
+            lines.append(
+                f"      seg {segment['index']}  seq {segment['from_seq']}–{segment['through_seq']}"
+                f"  L{segment['level']}  {segment['tokens']:,} tokens"
+            )
+    lines += ["", "diagnostics:"]
+    for diagnostic in report["diagnostics"] or [{"seq": None}]:
+        if diagnostic["seq"] is None:
+            lines.append("  (none)")
+            break
+        after = diagnostic["tokens_after"]
+        sizes = f"{diagnostic['tokens_before']:,}" + (f" → {after:,}" if after is not None else "")
+        lines.append(
+            f"  seq {diagnostic['seq']}  {diagnostic['trigger']}  {diagnostic['phase'] or '-'}"
+            f"  {diagnostic['outcome']}  {sizes}  {diagnostic['reason']}"
+        )
+    lines += ["", "fingerprints:"]
+    lines += [f"  {f['fingerprint'][:12]}  {f['reason']}" for f in report["fingerprints"]] or ["  (none)"]
+    lines += ["", "accepted boundaries:"]
+    lines += [
+        f"  route {b['route']}  through seq {b['through_seq']}  input {b['input_tokens']}  "
+        f"{b['payload_bytes']:,} bytes"
+        for b in report["accepted_boundaries"]
+    ] or ["  (none)"]
+    if report["rewound"]:
+        lines += ["", "rewound ranges:"]
+        lines += [
+            f"  seq {r['from_seq']}–{r['through_seq']} (rewind at {r['rewind_seq']})"
+            for r in report["rewound"]
+        ]
+    lines += [f"note: {notice}" for notice in report["notices"]]
+    return "\n".join(lines)
+
+
+def _cmd_verify(args: argparse.Namespace) -> int:
+    with _open_runtime(args) as runtime:
+        report = runtime.verify(args.session)
+    print("\n".join(report.lines()))
+    return EXIT_OK if report.ok else EXIT_FAILED
+
+
+def _cmd_rewind(args: argparse.Namespace) -> int:
+    with _open_runtime(args) as runtime:
+        seq = runtime.rewind(args.session, args.seq)
+    print(f"rewound to seq {args.seq} (rewind event {seq}); later events stay in canonical history")
+    return EXIT_OK
+
+
 def _cmd_tui(args: argparse.Namespace) -> int:
     from foya_tui.ui.app import run_app
 
@@ -227,6 +346,7 @@ def _cmd_tui(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from foya_tui.runtime.compaction.service import CompactionError
     from foya_tui.runtime.store import StoreError, UnknownSessionError
     from foya_tui.runtime.transcripts import TranscriptError
     from foya_tui.settings import SettingsError
@@ -239,9 +359,21 @@ def main(argv: Sequence[str] | None = None) -> int:
             "import": _cmd_import,
             "export": _cmd_export,
             "context": _cmd_context,
+            "compact": _cmd_compact,
+            "inspect": _cmd_inspect,
+            "verify": _cmd_verify,
+            "rewind": _cmd_rewind,
         }.get(args.command, _cmd_tui)
         return handler(args)
-    except (UsageError, SettingsError, UnknownSessionError, TranscriptError, StoreError, ValueError) as exc:
+    except (
+        UsageError,
+        SettingsError,
+        UnknownSessionError,
+        TranscriptError,
+        StoreError,
+        CompactionError,
+        ValueError,
+    ) as exc:
         message = exc.args[0] if exc.args else str(exc)
         print(f"foya: {message}", file=sys.stderr)
         return EXIT_USAGE

@@ -64,7 +64,8 @@ def test_overflow_is_classified_and_keeps_the_user_message(runtime: Runtime) -> 
     assert isinstance(updates[-1], TurnFailed) and updates[-1].kind == "input_overflow"
     assert "context window" in updates[-1].reason
     events = runtime.store.events(session.id)
-    assert [e.kind for e in events if e.kind is not EventKind.COMPACTION_DIAGNOSTIC] == [EventKind.USER_MESSAGE]
+    messages = [e.kind for e in events if e.kind is not EventKind.COMPACTION_DIAGNOSTIC]
+    assert messages == [EventKind.USER_MESSAGE]
     # Budget and provider triggers both tried (C-2) and said why nothing could be compacted (C-15).
     diagnostics = [e.payload for e in events if e.kind is EventKind.COMPACTION_DIAGNOSTIC]
     assert [(d["trigger"], d["outcome"]) for d in diagnostics] == [

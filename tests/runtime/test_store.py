@@ -194,7 +194,8 @@ def test_a_version_1_database_migrates_forward(tmp_path: Path) -> None:
         raw.execute("UPDATE schema_version SET version = 1")
     database = open_database(path)
     store = EventStore(database)
-    assert database.connection.execute_sql("SELECT version FROM schema_version").fetchall() == [(SCHEMA_VERSION,)]
+    version = database.connection.execute_sql("SELECT version FROM schema_version").fetchall()
+    assert version == [(SCHEMA_VERSION,)]
     assert store.events(info.id)[0].payload == {"text": "from v1"}
     assert store.artifact(info.id, "0" * 64) is None
     database.close()

@@ -278,12 +278,6 @@ def check_structure(checkpoint: Checkpoint) -> None:
         f"more than {MAX_MESSAGES} messages (P-4)",
     )
     _require(
-        checkpoint.head_anchor_seq is None
-        or checkpoint.head_anchor_seq <= checkpoint.through_seq
-        or checkpoint.phase is Phase.PRE_TURN,
-        "the head anchor lies after the covered prefix",
-    )
-    _require(
         len(checkpoint.serialised().encode("utf-8", "surrogatepass")) <= MAX_SERIALISED_BYTES,
         "larger than 16 MiB serialised (P-4)",
     )

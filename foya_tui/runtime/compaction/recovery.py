@@ -196,14 +196,24 @@ class CheckpointReader:
                 problem = event.problem or "its completion event holds no checkpoint id"
                 records.append(CheckpointRecord(f"(event {event.seq})", event.seq, None, problem, False))
                 continue
+            voided = event.seq < last_rewind
+            if voided:
+                # P-6: never used again; shown with its segments, not validated against new history.
+                row = self._compaction.row(session_id, checkpoint_id)
+                try:
+                    checkpoint = parse_checkpoint(
+                        row.body if row is not None else event.payload.get("checkpoint")
+                    )
+                except CheckpointError:
+                    checkpoint = None
+                problem = f"voided by the rewind at seq {last_rewind} (P-6)"
+                records.append(CheckpointRecord(checkpoint_id, event.seq, checkpoint, problem, False))
+                continue
             notices: list[str] = []
             checkpoint, problem = self._load(session_id, checkpoint_id, event, notices, repair=False)
             if problem is None and notices:
                 problem = notices[0]
-            voided = event.seq < last_rewind
             records.append(
-                CheckpointRecord(
-                    checkpoint_id, event.seq, checkpoint, problem, checkpoint is not None and not voided
-                )
+                CheckpointRecord(checkpoint_id, event.seq, checkpoint, problem, checkpoint is not None)
             )
         return records

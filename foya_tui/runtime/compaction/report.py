@@ -86,7 +86,7 @@ def _record_json(record: CheckpointRecord, current: bool) -> dict[str, Any]:
     base: dict[str, Any] = {
         "id": record.id,
         "event_seq": record.event_seq,
-        "valid": checkpoint is not None,
+        "valid": checkpoint is not None and record.problem is None,
         "usable": record.usable,
         "current": current,
         "problem": record.problem,

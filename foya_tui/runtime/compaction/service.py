@@ -475,6 +475,8 @@ class CompactionService:
             counter.count(SYSTEM_PROMPT) + counter.count("\n".join(t for _, t in ledger.must_mention())) + 64
         )
         chunks = self._chunks(snapshot, plan, covered, counter, limit - overhead)
+        # Each chunk is one necessary request; `max_requests` bounds repairs, merges and back-offs.
+        requests.limit = self._settings.max_requests + len(chunks)
         repaired = False
         total = len(chunks)
 

@@ -10,17 +10,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from foya_tui.runtime.compaction.ledger import Ledger
 from foya_tui.runtime.compaction.summary import missing_mentions, summary_problems
 from foya_tui.runtime.model import Usage
-from foya_tui.runtime.providers.client import CancelToken, ProviderClient, ProviderRequest
+from foya_tui.runtime.providers.client import CancelToken, Completion, ProviderClient, ProviderRequest
 from foya_tui.runtime.providers.errors import FailureKind, ProviderError
 from foya_tui.runtime.providers.routes import Route
-
-if TYPE_CHECKING:
-    from foya_tui.runtime.providers.client import Completion
 
 RequestBuilder = Callable[[Sequence[str]], tuple[Mapping[str, Any], ...]]
 """Builds a compaction request's messages; given repair reasons, the repair request."""
