@@ -80,6 +80,23 @@ def import_session(runtime: Runtime, messages: Sequence[dict[str, Any]]) -> str:
     return runtime.import_transcript(json.dumps(list(messages)).encode(), "t.json").id
 
 
+def append_turn(runtime: Runtime, session_id: str, index: int) -> None:
+    """A whole turn, as the session loop records it: enough new history for a checkpoint to shrink."""
+    call = {"id": f"later_{index}", "name": "read_file", "arguments": json.dumps({"path": f"m{index}.py"})}
+    runtime.store.append(
+        session_id,
+        [
+            NewEvent(EventKind.USER_MESSAGE, {"text": f"request {index}: look at m{index}.py"}),
+            NewEvent(EventKind.ASSISTANT_MESSAGE, {"text": "", "tool_calls": [call]}),
+            NewEvent(
+                EventKind.TOOL_RESULT,
+                {"tool_call_id": call["id"], "name": "read_file", "content": "    y = 2\n" * 60},
+            ),
+            NewEvent(EventKind.ASSISTANT_MESSAGE, {"text": f"m{index}.py assigns y."}),
+        ],
+    )
+
+
 def scripted_runtime(tmp_path: Path, workdir: Path, client: ScriptedClient, **compaction: Any) -> Runtime:
     settings = Settings(retry_backoff=0.0, compaction=CompactionSettings(**compaction))
     return Runtime(settings, make_paths(tmp_path), client=client, workdir=workdir, clock=lambda: FIXED_NOW)
@@ -386,6 +403,9 @@ def test_twice_invalid_fails_open_with_a_fingerprint_that_suppresses_the_next_at
         assert runtime.compiler.checkpoint_state(session_id).current is None  # fail-open (C-14)
         report = runtime.inspect(session_id)
         assert len(report.fingerprints) == 1
+        (diagnostic,) = report.diagnostics
+        assert diagnostic.payload["stage"] == "summarising" and diagnostic.payload["requests"] == 2
+        assert diagnostic.payload["fingerprint"] == report.fingerprints[0].fingerprint
         requests = len(client.summary_requests)
         suppressed = runtime.compact(session_id)
         assert suppressed.outcome is Outcome.SUPPRESSED and len(client.summary_requests) == requests
@@ -423,6 +443,7 @@ def test_a_summary_that_does_not_shrink_the_projection_is_rejected(tmp_path: Pat
         session_id = import_session(runtime, [*tool_turn(1, size=100), *tool_turn(2, size=100)])
         result = runtime.compact(session_id)
         assert result.outcome is Outcome.REJECTED and "would not shrink" in result.reason
+        assert runtime.inspect(session_id).diagnostics[-1].payload["stage"] == "validating"
         assert result.tokens_after is not None and result.tokens_after >= result.tokens_before
 
 
@@ -492,8 +513,7 @@ def test_segments_append_under_one_anchor_then_merge_at_four(scripted: Runtime) 
 def test_an_anchor_change_writes_one_session_level_summary(scripted: Runtime) -> None:
     session_id = import_session(scripted, [*tool_turn(1), *tool_turn(2), *tool_turn(3)])
     first = scripted.compact(session_id).checkpoint
-    scripted.store.append(session_id, [NewEvent(EventKind.USER_MESSAGE, {"text": "next task"})])
-    scripted.store.append(session_id, [NewEvent(EventKind.ASSISTANT_MESSAGE, {"text": "on it"})])
+    append_turn(scripted, session_id, 4)
     second = scripted.compact(session_id).checkpoint
     assert first is not None and second is not None
     assert second.previous_id == first.id and len(second.segments) == 1
@@ -560,7 +580,7 @@ def test_a_stale_proposal_is_rejected_at_commit(scripted: Runtime) -> None:
 def test_undo_makes_the_previous_checkpoint_current_by_a_new_event(scripted: Runtime) -> None:
     session_id = import_session(scripted, [*tool_turn(1), *tool_turn(2), *tool_turn(3)])
     first = scripted.compact(session_id).checkpoint
-    scripted.store.append(session_id, [NewEvent(EventKind.USER_MESSAGE, {"text": "more"})])
+    append_turn(scripted, session_id, 4)
     second = scripted.compact(session_id).checkpoint
     assert first is not None and second is not None
     count = len(raw_rows(scripted, session_id))
@@ -640,11 +660,14 @@ def test_simulator_summaries_that_are_truncated_are_repaired(
     runtime: Runtime, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     session_id = import_session(runtime, [m for i in range(4) for m in tool_turn(i)])
-    monkeypatch.setenv("FOYA_SIM_FAULTS", "summary-truncatedx1")
-    result = runtime.compact(session_id)
-    assert result.outcome is Outcome.ACCEPTED and result.checkpoint.producer == "repaired"
+    for index, fault in enumerate(("summary-truncatedx1", "summary-sectionsx1")):
+        monkeypatch.setenv("FOYA_SIM_FAULTS", fault)
+        result = runtime.compact(session_id)
+        assert result.outcome is Outcome.ACCEPTED and result.checkpoint.producer == "repaired"
+        assert result.requests == 2  # repaired at most once (C-9)
+        append_turn(runtime, session_id, 10 + index)
     monkeypatch.setenv("FOYA_SIM_FAULTS", "summary-lengthx2")
-    runtime.store.append(session_id, [NewEvent(EventKind.USER_MESSAGE, {"text": "one more"})])
+    append_turn(runtime, session_id, 20)
     assert runtime.compact(session_id).outcome is Outcome.FAILED
 
 
@@ -680,3 +703,32 @@ def test_cli_compact_inspect_verify_rewind(
     assert main(["--db", database, "inspect", session_id]) == 0
     text = capsys.readouterr().out
     assert "rewound ranges" in text and "void" in text
+
+
+# -- the real HTTP path (loopback OpenAI-compatible server) ----------------------------------------------
+
+
+def test_compaction_over_http_never_sends_a_request_the_provider_rejects(
+    tmp_path: Path, workdir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A 6,000-token window and a transcript several times larger: chunked summary requests that each
+    fit, merged into one checkpoint; the server never answers `context_length_exceeded`."""
+    from foya_tui.settings import ModelSettings
+    from tests.conftest import fake_settings
+    from tests.fakes.openai_server import FakeOpenAIServer, count_prompt_tokens
+
+    monkeypatch.setenv("FOYA_TEST_KEY", "sk-test-compaction")
+    with FakeOpenAIServer(window=6_000) as server:
+        settings = fake_settings(
+            server.base_url,
+            model="openai/summary",
+            models={"openai/summary": ModelSettings(window=6_000)},
+        )
+        with Runtime(settings, make_paths(tmp_path), workdir=workdir, clock=lambda: FIXED_NOW) as runtime:
+            session_id = import_session(runtime, [m for i in range(30) for m in tool_turn(i, size=1200)])
+            result = runtime.compact(session_id)
+            assert result.outcome is Outcome.ACCEPTED, result.reason
+            assert result.requests >= 3  # chunks, then a merge
+            sizes = [count_prompt_tokens(tuple(r.body["messages"])) for r in server.requests]
+            assert max(sizes) <= 6_000 and all(r.body.get("stream") is not True for r in server.requests)
+            assert runtime.verify(session_id).ok

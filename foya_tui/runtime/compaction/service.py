@@ -11,7 +11,7 @@ Every path spends at most `[compaction] max_requests` provider requests.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from foya_tui.runtime.compaction.acceptance import acceptance_problems
@@ -99,14 +99,14 @@ class CompactionResult:
 class Proposal:
     """A candidate that passed validation but is not committed yet (the TUI asks first)."""
 
-    session_id: str
-    route: Route
-    trigger: Trigger
-    plan: Plan
     checkpoint: Checkpoint
     control_seq: int
     """The newest completion/undo/rewind seq when it was made: commit refuses if that changed."""
-    requests: int
+    attempt: _Attempt
+
+    @property
+    def session_id(self) -> str:
+        return self.attempt.session_id
 
     @property
     def tokens_before(self) -> int:
@@ -188,12 +188,11 @@ class CompactionService:
     ) -> Proposal | CompactionResult:
         """A validated candidate, or the result that ends the attempt (recorded as a diagnostic)."""
         cancel = cancel or CancelToken()
-        report = progress or (lambda stage, detail: None)
-        report(Stage.PLANNING, "")
         snapshot = self._compiler.snapshot(session_id)
         current = snapshot.checkpoint
         before = self._compiler.compile(session_id, route)
-        tokens_before = before.layers.total
+        attempt = _Attempt(session_id, route, trigger, before.layers.total, progress)
+        attempt.report(Stage.PLANNING)
         planned = plan_compaction(
             snapshot.entries,
             open_group_seq=snapshot.open_group_seq,
@@ -203,20 +202,13 @@ class CompactionService:
             mid_turn_min_steps=self._settings.mid_turn_min_steps,
         )
         if isinstance(planned, NothingToCompact):
-            return self._ended(
-                session_id,
-                route,
-                trigger,
-                Outcome.NOTHING_TO_COMPACT,
-                planned.reason,
-                tokens_before,
-                phase=str(phase) if phase else None,
-            )
-        plan = planned
-        budget = RequestBudget(self._settings.max_requests)
+            attempt.phase = str(phase) if phase else None
+            return self._end(attempt, Outcome.NOTHING_TO_COMPACT, planned.reason)
+        attempt.plan = planned
         while True:
+            plan = attempt.plan
             source = self._store.source_digest(session_id, plan.through_seq).digest
-            fingerprint = failure_fingerprint(
+            attempt.fingerprint = failure_fingerprint(
                 route_id=route.id,
                 parent_id=current.id if current is not None else None,
                 source_digest=source,
@@ -224,105 +216,54 @@ class CompactionService:
                 anchor_seq=plan.anchor_seq,
             )
             known = {item.fingerprint: item.reason for item in self._store.fingerprints(session_id)}
-            if fingerprint in known:
-                return self._ended(
-                    session_id,
-                    route,
-                    trigger,
-                    Outcome.SUPPRESSED,
-                    f"cannot reduce further: an equivalent attempt failed ({known[fingerprint]})",
-                    tokens_before,
-                    plan=plan,
-                    fingerprint=fingerprint,
-                )
+            if attempt.fingerprint in known:
+                reason = f"cannot reduce further: an equivalent attempt failed ({known[attempt.fingerprint]})"
+                return self._end(attempt, Outcome.SUPPRESSED, reason)
             try:
-                candidate = self._candidate(
-                    snapshot, plan, route, before.budget, source, cancel, budget, report
-                )
+                candidate = self._candidate(snapshot, plan, route, before.budget, source, cancel, attempt)
             except RequestOverflow as overflow:
                 smaller = self._backed_off(session_id, route, plan)
                 if smaller is None:
-                    return self._failed(
-                        session_id,
-                        route,
-                        trigger,
-                        tokens_before,
-                        plan,
-                        fingerprint,
-                        budget,
+                    reason = (
                         "cannot reduce further: the summary request overflows even for the smallest "
-                        f"prefix ({overflow})",
+                        f"prefix ({overflow})"
                     )
-                plan = smaller
+                    return self._end(attempt, Outcome.FAILED, reason, deterministic=True)
+                attempt.plan = smaller
                 continue
             except SummaryFailed as failure:
-                return self._failed(
-                    session_id,
-                    route,
-                    trigger,
-                    tokens_before,
-                    plan,
-                    fingerprint if failure.deterministic else None,
-                    budget,
-                    failure.reason,
-                )
+                return self._end(attempt, Outcome.FAILED, failure.reason, deterministic=failure.deterministic)
             except CompactionCancelled:
-                return self._ended(
-                    session_id,
-                    route,
-                    trigger,
-                    Outcome.CANCELLED,
-                    "cancelled by the user; nothing was written",
-                    tokens_before,
-                    plan=plan,
-                    requests=budget.spent,
-                )
+                return self._end(attempt, Outcome.CANCELLED, "cancelled by the user; nothing was written")
             except CheckpointError as exc:
-                return self._failed(
-                    session_id,
-                    route,
-                    trigger,
-                    tokens_before,
-                    plan,
-                    fingerprint,
-                    budget,
-                    f"invalid candidate: {exc}",
-                )
+                return self._end(attempt, Outcome.FAILED, f"invalid candidate: {exc}", deterministic=True)
             break
-        report(Stage.VALIDATING, "")
-        candidate = replace(candidate, tokens_before=tokens_before)
+        attempt.report(Stage.VALIDATING)
+        candidate = replace(candidate, tokens_before=attempt.tokens_before)
         after = self._compiler.compile(session_id, route, candidate=candidate).layers.total
         candidate = replace(candidate, tokens_after=after).with_id()
         problems = acceptance_problems(
             candidate,
             current_checkpoint_id=current.id if current is not None else None,
             source_digest_now=source,
-            projection_before=tokens_before,
+            projection_before=attempt.tokens_before,
             projection_after=after,
         )
         if problems:
-            return self._failed(
-                session_id,
-                route,
-                trigger,
-                tokens_before,
-                plan,
-                fingerprint,
-                budget,
-                "; ".join(problems),
-                outcome=Outcome.REJECTED,
-                tokens_after=after,
+            return self._end(
+                attempt, Outcome.REJECTED, "; ".join(problems), deterministic=True, tokens_after=after
             )
         control = snapshot.checkpoints.control_seq if snapshot.checkpoints is not None else 0
-        return Proposal(session_id, route, trigger, plan, candidate, control, budget.spent)
+        return Proposal(candidate, control, attempt)
 
     def commit(self, proposal: Proposal, *, progress: ProgressCallback | None = None) -> CompactionResult:
         """Commit a proposal: checkpoint row, completion and diagnostic events in one transaction
         (SPEC P-1), after re-checking lineage and source inside it (C-12)."""
-        if progress is not None:
-            progress(Stage.COMMITTING, "")
+        attempt = proposal.attempt
+        attempt.progress = progress
+        attempt.report(Stage.COMMITTING)
         checkpoint = proposal.checkpoint
-        session_id = proposal.session_id
+        session_id = attempt.session_id
 
         def check() -> None:
             control = self._store.control_events(session_id)
@@ -342,17 +283,8 @@ class CompactionService:
             f"{len(checkpoint.segments)} segment(s), level {checkpoint.level}, "
             f"{checkpoint.tokens_before:,} → {checkpoint.tokens_after:,} tokens"
         )
-        diagnostic = self._diagnostic(
-            proposal.trigger,
-            proposal.plan,
-            Outcome.ACCEPTED,
-            reason,
-            checkpoint.tokens_before,
-            proposal.route,
-            proposal.requests,
-            tokens_after=checkpoint.tokens_after,
-            checkpoint_id=checkpoint.id,
-            stage=Stage.DONE,
+        diagnostic = attempt.diagnostic(
+            Outcome.ACCEPTED, reason, tokens_after=checkpoint.tokens_after, checkpoint_id=checkpoint.id
         )
         try:
             self._store.commit(
@@ -362,47 +294,21 @@ class CompactionService:
                 [
                     NewEvent(
                         EventKind.COMPACTION_COMPLETED,
-                        {"checkpoint": checkpoint.to_payload(), "trigger": str(proposal.trigger)},
+                        {"checkpoint": checkpoint.to_payload(), "trigger": str(attempt.trigger)},
                     ),
                     NewEvent(EventKind.COMPACTION_DIAGNOSTIC, diagnostic.to_payload()),
                 ],
                 check,
             )
         except _Stale as stale:
-            return self._ended(
-                session_id,
-                proposal.route,
-                proposal.trigger,
-                Outcome.REJECTED,
-                str(stale),
-                checkpoint.tokens_before,
-                plan=proposal.plan,
-                requests=proposal.requests,
-                tokens_after=checkpoint.tokens_after,
-            )
-        return CompactionResult(
-            Outcome.ACCEPTED,
-            proposal.trigger,
-            reason,
-            checkpoint.tokens_before,
-            checkpoint.tokens_after,
-            checkpoint,
-            str(checkpoint.phase),
-            proposal.requests,
-        )
+            return self._end(attempt, Outcome.REJECTED, str(stale), tokens_after=checkpoint.tokens_after)
+        attempt.report(Stage.DONE)
+        return attempt.result(Outcome.ACCEPTED, reason, checkpoint.tokens_after, checkpoint)
 
     def decline(self, proposal: Proposal) -> CompactionResult:
         """The user looked at a candidate and said no: recorded, nothing else written."""
-        return self._ended(
-            proposal.session_id,
-            proposal.route,
-            proposal.trigger,
-            Outcome.REJECTED,
-            "declined by the user",
-            proposal.tokens_before,
-            plan=proposal.plan,
-            requests=proposal.requests,
-            tokens_after=proposal.tokens_after,
+        return self._end(
+            proposal.attempt, Outcome.REJECTED, "declined by the user", tokens_after=proposal.tokens_after
         )
 
     def undo(self, session_id: str) -> tuple[str, str | None]:
@@ -450,10 +356,10 @@ class CompactionService:
         budget: Budget,
         source: str,
         cancel: CancelToken,
-        requests: RequestBudget,
-        report: ProgressCallback,
+        attempt: _Attempt,
     ) -> Checkpoint:
         current = snapshot.checkpoint
+        requests = attempt.requests
         counter = counter_for_model(route.model)
         limit = summary_input_limit(budget, self._settings.summary_max_tokens)
         covered = self._covered_events(snapshot.session_id, plan)
@@ -484,7 +390,7 @@ class CompactionService:
             nonlocal repaired
             if cancel.cancelled:
                 raise CompactionCancelled()
-            report(Stage.SUMMARISING, f"{index}/{total}" if total > 1 else "")
+            attempt.report(Stage.SUMMARISING, f"{index}/{total}" if total > 1 else "")
             chunk_ledger = (
                 extract_ledger(chunk.events, self._settings.ledger_chars)
                 if chunk is not None and not previous_part
@@ -664,104 +570,92 @@ class CompactionService:
 
     # -- ending an attempt ----------------------------------------------------------------
 
-    def _diagnostic(
+    def _end(
         self,
-        trigger: Trigger,
-        plan: Plan | None,
+        attempt: _Attempt,
         outcome: Outcome,
         reason: str,
-        tokens_before: int,
-        route: Route,
-        requests: int,
+        *,
+        deterministic: bool = False,
+        tokens_after: int | None = None,
+    ) -> CompactionResult:
+        """End an attempt that wrote no checkpoint: fail open (SPEC C-14) with its diagnostic (C-15)
+        and, for a deterministic failure, a fingerprint that suppresses the same attempt."""
+        fingerprint = attempt.fingerprint if deterministic else None
+        if fingerprint is not None:
+            self._store.add_fingerprint(
+                attempt.session_id, fingerprint, reason[:300], self._settings.max_fingerprints
+            )
+        diagnostic = attempt.diagnostic(outcome, reason, tokens_after=tokens_after, fingerprint=fingerprint)
+        self._events.append(
+            attempt.session_id, [NewEvent(EventKind.COMPACTION_DIAGNOSTIC, diagnostic.to_payload())]
+        )
+        return attempt.result(outcome, reason, tokens_after)
+
+
+@dataclass
+class _Attempt:
+    """One compaction attempt as it goes: every way it ends is recorded alike (SPEC C-15)."""
+
+    session_id: str
+    route: Route
+    trigger: Trigger
+    tokens_before: int
+    progress: ProgressCallback | None = None
+    phase: str | None = None
+    plan: Plan | None = None
+    stage: Stage = Stage.PLANNING
+    """The stage reached: a failure's diagnostic says where it happened."""
+    fingerprint: str | None = None
+    requests: RequestBudget = field(default_factory=lambda: RequestBudget(0))
+    """Provider requests spent; `_candidate` sets the limit once it knows the chunks."""
+
+    def report(self, stage: Stage, detail: str = "") -> None:
+        self.stage = stage
+        if self.progress is not None:
+            self.progress(stage, detail)
+
+    def diagnostic(
+        self,
+        outcome: Outcome,
+        reason: str,
         *,
         tokens_after: int | None = None,
         checkpoint_id: str | None = None,
         fingerprint: str | None = None,
-        stage: Stage = Stage.DONE,
-        phase: str | None = None,
     ) -> Diagnostic:
+        plan = self.plan
         return Diagnostic(
-            trigger=trigger,
-            phase=str(plan.phase) if plan is not None else phase,
-            stage=stage,
+            trigger=self.trigger,
+            phase=str(plan.phase) if plan is not None else self.phase,
+            stage=self.stage,
             outcome=outcome,
             messages_covered=sum(unit.last - unit.first + 1 for unit in plan.units)
             if plan is not None
             else 0,
-            tokens_before=tokens_before,
+            tokens_before=self.tokens_before,
             tokens_after=tokens_after,
             reason=reason,
-            route_id=route.id,
-            model=route.model,
-            requests=requests,
+            route_id=self.route.id,
+            model=self.route.model,
+            requests=self.requests.spent,
             checkpoint_id=checkpoint_id,
             fingerprint=fingerprint,
             through_seq=plan.through_seq if plan is not None else None,
         )
 
-    def _ended(
-        self,
-        session_id: str,
-        route: Route,
-        trigger: Trigger,
-        outcome: Outcome,
-        reason: str,
-        tokens_before: int,
-        *,
-        plan: Plan | None = None,
-        fingerprint: str | None = None,
-        requests: int = 0,
-        tokens_after: int | None = None,
-        phase: str | None = None,
+    def result(
+        self, outcome: Outcome, reason: str, tokens_after: int | None, checkpoint: Checkpoint | None = None
     ) -> CompactionResult:
-        """Record a compaction that wrote no checkpoint (SPEC C-15) and say how it ended."""
-        diagnostic = self._diagnostic(
-            trigger,
-            plan,
-            outcome,
-            reason,
-            tokens_before,
-            route,
-            requests,
-            tokens_after=tokens_after,
-            fingerprint=fingerprint,
-            phase=phase,
-        )
-        self._events.append(session_id, [NewEvent(EventKind.COMPACTION_DIAGNOSTIC, diagnostic.to_payload())])
         return CompactionResult(
-            outcome, trigger, reason, tokens_before, tokens_after, None, diagnostic.phase, requests
-        )
-
-    def _failed(
-        self,
-        session_id: str,
-        route: Route,
-        trigger: Trigger,
-        tokens_before: int,
-        plan: Plan,
-        fingerprint: str | None,
-        budget: RequestBudget,
-        reason: str,
-        *,
-        outcome: Outcome = Outcome.FAILED,
-        tokens_after: int | None = None,
-    ) -> CompactionResult:
-        """Fail open (SPEC C-14): nothing but a diagnostic and, when deterministic, a fingerprint."""
-        if fingerprint is not None:
-            self._store.add_fingerprint(
-                session_id, fingerprint, reason[:300], self._settings.max_fingerprints
-            )
-        return self._ended(
-            session_id,
-            route,
-            trigger,
             outcome,
+            self.trigger,
             reason,
-            tokens_before,
-            plan=plan,
-            fingerprint=fingerprint,
-            requests=budget.spent,
-            tokens_after=tokens_after,
+            self.tokens_before,
+            tokens_after,
+            checkpoint,
+            str(self.plan.phase) if self.plan is not None else self.phase,
+            self.requests.spent,
         )
 
 
