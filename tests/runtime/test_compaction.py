@@ -696,6 +696,8 @@ def test_cli_compact_inspect_verify_rewind(
     assert set(report) >= {"checkpoints", "diagnostics", "fingerprints", "accepted_boundaries"}
     assert main(["--db", database, "verify", session_id]) == 0
     assert "no problems" in capsys.readouterr().out
+    assert main(["--db", database, "context", session_id]) == 0
+    assert f"checkpoint    {compacted['checkpoint_id'][:12]}" in capsys.readouterr().out
     assert main(["--db", database, "rewind", session_id, "2"]) == 2
     assert "separate tool calls" in capsys.readouterr().err
     assert main(["--db", database, "rewind", session_id, "4"]) == 0
