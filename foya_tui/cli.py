@@ -240,6 +240,12 @@ def format_context(report: dict) -> str:
         f"verdict       {report['verdict']:>10}"
         f"   ({report['messages']} messages through seq {report['through_seq']})",
     ]
+    checkpoint = report.get("checkpoint")
+    if checkpoint:
+        lines.append(
+            f"checkpoint    {checkpoint['id'][:12]}  L{checkpoint['level']} · {checkpoint['segments']} segment(s)"
+            f" · covers through seq {checkpoint['through_seq']} ({checkpoint['phase']}, {checkpoint['producer']})"
+        )
     lines += [f"note: {notice}" for notice in report["notices"]]
     return "\n".join(lines)
 
