@@ -243,8 +243,9 @@ def format_context(report: dict) -> str:
     checkpoint = report.get("checkpoint")
     if checkpoint:
         lines.append(
-            f"checkpoint    {checkpoint['id'][:12]}  L{checkpoint['level']} · {checkpoint['segments']} segment(s)"
-            f" · covers through seq {checkpoint['through_seq']} ({checkpoint['phase']}, {checkpoint['producer']})"
+            f"checkpoint    {checkpoint['id'][:12]}  L{checkpoint['level']}"
+            f" · {checkpoint['segments']} segment(s) · covers through seq {checkpoint['through_seq']}"
+            f" ({checkpoint['phase']}, {checkpoint['producer']})"
         )
     lines += [f"note: {notice}" for notice in report["notices"]]
     return "\n".join(lines)
