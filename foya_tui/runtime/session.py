@@ -186,6 +186,9 @@ class Session:
         ):
             # SPEC C-2 budget trigger: the estimate is over the high-water mark before a step.
             result = yield from self.compact(Trigger.BUDGET, cancel)
+            if cancel.cancelled:
+                yield TurnFailed(self.id, "cancelled by the user", "cancelled")
+                return None
             if result.accepted:
                 view = self.context()
             else:
@@ -209,6 +212,9 @@ class Session:
                     # SPEC C-2 provider trigger, once per turn, only before any output (K-6).
                     self._reactive_used = True
                     result = yield from self.compact(Trigger.PROVIDER, cancel)
+                    if cancel.cancelled:
+                        yield TurnFailed(self.id, "cancelled by the user", "cancelled")
+                        return None
                     if result.accepted:
                         view = self.context()
                         yield ContextUpdated(self.id, view.report())

@@ -6,6 +6,7 @@ validation and repair (C-8, C-9), the ledger (K-12), segments (C-10), requests t
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -30,12 +31,12 @@ from foya_tui.runtime.context.tokens import count_messages
 from foya_tui.runtime.history import MessageLog
 from foya_tui.runtime.model import Event, EventKind, NewEvent
 from foya_tui.runtime.providers.catalog import SIMULATOR_MODELS
-from foya_tui.runtime.providers.client import Completion
+from foya_tui.runtime.providers.client import CANCELLED_COMPLETION, CancelToken, Completion, ProviderRequest
 from foya_tui.runtime.providers.errors import FailureKind, ProviderError, ProviderFailure
 from foya_tui.runtime.providers.summary_format import IMAGE_PLACEHOLDER, SECTION_HEADINGS
 from foya_tui.runtime.runtime import Runtime
 from foya_tui.runtime.session import RewindError
-from foya_tui.runtime.updates import CompactionFinished, TurnFailed, TurnFinished
+from foya_tui.runtime.updates import CompactionFinished, CompactionProgressed, TurnFailed, TurnFinished
 from foya_tui.settings import CompactionSettings, Settings
 from tests.conftest import FIXED_NOW, make_paths
 from tests.fakes.scripted import ScriptedClient
@@ -734,3 +735,36 @@ def test_compaction_over_http_never_sends_a_request_the_provider_rejects(
             sizes = [count_prompt_tokens(tuple(r.body["messages"])) for r in server.requests]
             assert max(sizes) <= 6_000 and all(r.body.get("stream") is not True for r in server.requests)
             assert runtime.verify(session_id).ok
+
+
+class _WaitsForCancel(ScriptedClient):
+    """A summariser that answers only when the user cancels: the cancel lands mid-request."""
+
+    def complete(self, request: ProviderRequest, cancel: CancelToken) -> Completion:
+        self.summary_requests.append(request)
+        for _ in range(500):
+            if cancel.cancelled:
+                break
+            time.sleep(0.01)
+        return CANCELLED_COMPLETION
+
+
+def test_cancelling_during_a_budget_compaction_ends_the_turn_and_writes_no_checkpoint(
+    tmp_path: Path, workdir: Path
+) -> None:
+    client = _WaitsForCancel()
+    with scripted_runtime(tmp_path, workdir, client) as runtime:
+        session_id = import_session(runtime, [m for i in range(12) for m in tool_turn(i, size=1500)])
+        session = runtime.open_session(session_id)
+        assert session.context().verdict == "compact"
+        cancel = CancelToken()
+        updates = []
+        for update in session.send("and now?", cancel):
+            updates.append(update)
+            if isinstance(update, CompactionProgressed) and update.stage == "summarising":
+                cancel.cancel()
+        assert isinstance(updates[-1], TurnFailed) and updates[-1].kind == "cancelled"
+        (finished,) = [u.report for u in updates if isinstance(u, CompactionFinished)]
+        assert finished["outcome"] == "cancelled" and client.requests == []  # nothing was sent after
+        assert session.context().checkpoint_id is None
+        assert runtime.verify(session_id).ok
