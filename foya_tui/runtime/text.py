@@ -1,4 +1,5 @@
-"""Provides text hygiene: removing terminal escapes and control characters from untrusted text.
+"""Provides text hygiene: removing terminal escapes and control characters from untrusted text,
+and the text of a message's content, whatever shape it comes in.
 
 User input, model replies and tool output can all carry escape sequences that would move the
 cursor, retitle the terminal or hide text. They are stripped before display and storage;
@@ -8,6 +9,8 @@ newlines and tabs survive.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
+from typing import Any
 
 # CSI (ESC [ … final), OSC (ESC ] … BEL or ST), other two-byte ESC sequences, and the 8-bit C1 forms.
 _ESCAPES = re.compile(
@@ -34,3 +37,13 @@ def strip_control(text: str) -> str:
 def clean_user_text(text: str) -> str:
     """User text as stored: escapes and control characters removed, outer whitespace trimmed."""
     return strip_control(text).strip()
+
+
+def content_text(content: Any, separator: str = " ") -> str:
+    """The text of a message's `content`: a string, or the text of its parts (OpenAI content
+    parts: images and other non-text parts contribute nothing); anything else is empty."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return separator.join(str(part.get("text", "")) for part in content if isinstance(part, Mapping))
+    return ""

@@ -17,6 +17,7 @@ from typing import Any
 
 from foya_tui.runtime.history import message_role
 from foya_tui.runtime.model import Event, EventKind, Role
+from foya_tui.runtime.text import content_text
 
 # Words that turn a request into a standing rule, in the languages users most often write in.
 # Matching is on whole words for alphabetic scripts and on the phrase for CJK, case-folded.
@@ -196,12 +197,9 @@ def _calls_of(event: Event) -> list[tuple[str, str, str]]:
 
 def _text_of(event: Event) -> str:
     payload = event.payload
-    value = payload.get("text") if event.kind is EventKind.USER_MESSAGE else payload.get("content")
-    if isinstance(value, str):
-        return value
-    if isinstance(value, list):  # imported content parts
-        return " ".join(str(part.get("text", "")) for part in value if isinstance(part, Mapping))
-    return ""
+    return content_text(
+        payload.get("text") if event.kind is EventKind.USER_MESSAGE else payload.get("content")
+    )
 
 
 @dataclass

@@ -11,7 +11,7 @@ is deleted and the previous valid checkpoint (or canonical history) serves (P-3)
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from foya_tui.runtime.compaction.checkpoint import (
     Checkpoint,
@@ -48,7 +48,6 @@ class CheckpointState:
     """What recovery did (a row rebuilt, a checkpoint dropped): shown, never silent."""
     control_seq: int = 0
     """The newest completion/undo/rewind event seq this state was derived from (a cache key)."""
-    records: tuple[CheckpointRecord, ...] = field(default=(), compare=False)
 
 
 def _event_checkpoint_id(event: Event) -> str | None:
@@ -115,7 +114,7 @@ class CheckpointReader:
                 if restored is None or restored in completions:
                     current = restored
         notices: list[str] = []
-        records: dict[str, CheckpointRecord] = {}
+        tried: set[str] = set()
         # The current one first; when it cannot be read, the latest earlier valid one (P-3).
         candidates = [] if current is None else [current]
         if current is not None:
@@ -123,33 +122,43 @@ class CheckpointReader:
         chosen: Checkpoint | None = None
         chosen_seq: int | None = None
         for checkpoint_id in candidates:
-            checkpoint, problem = self._load(
-                session_id, checkpoint_id, completions[checkpoint_id], notices, repair
-            )
-            records[checkpoint_id] = CheckpointRecord(
-                checkpoint_id, completions[checkpoint_id].seq, checkpoint, problem, checkpoint is not None
-            )
+            checkpoint, _ = self._load(session_id, checkpoint_id, completions[checkpoint_id], notices, repair)
+            tried.add(checkpoint_id)
             if checkpoint is not None:
                 chosen, chosen_seq = checkpoint, completions[checkpoint_id].seq
                 break
+        if repair:
+            self._repair_rows(
+                session_id, {cid: event for cid, event in completions.items() if cid not in tried}, notices
+            )
         return CheckpointState(
             current=chosen,
             current_event_seq=chosen_seq,
             lineage=tuple(order),
             notices=tuple(notices),
             control_seq=control_seq,
-            records=tuple(records.values()),
         )
 
     def _load(
         self, session_id: str, checkpoint_id: str, event: Event, notices: list[str], repair: bool
     ) -> tuple[Checkpoint | None, str | None]:
-        row = self._compaction.row(session_id, checkpoint_id)
+        """A checkpoint from its fast row, else rebuilt from its completion event (P-3)."""
+        # By id; failing that by its event's seq, so a row under a damaged id is still found and named.
+        row = self._compaction.row(session_id, checkpoint_id) or self._compaction.row_for_event(
+            session_id, event.seq
+        )
+        label = (
+            checkpoint_id[:12]
+            if row is None or row.id == checkpoint_id
+            else f"{row.id[:12]}/{checkpoint_id[:12]}"
+        )
         row_problem = "its row is missing" if row is None else None
         if row is not None:
             try:
                 if row.event_seq != event.seq:
                     raise CheckpointError(f"its row names completion event {row.event_seq}, not {event.seq}")
+                if row.id != checkpoint_id:
+                    raise CheckpointError("its row is filed under another id than its event names")
                 checkpoint = self.validate(session_id, row.body)
                 if checkpoint.id != checkpoint_id:
                     raise CheckpointError("its row holds another checkpoint")
@@ -161,22 +170,46 @@ class CheckpointReader:
             if checkpoint.id != checkpoint_id:
                 raise CheckpointError("its event holds another checkpoint")
         except CheckpointError as exc:
-            problem = f"checkpoint {checkpoint_id[:12]} is invalid ({exc}); row: {row_problem}"
+            problem = f"checkpoint {label} is invalid ({exc}); row: {row_problem}"
             if repair and row is not None:
-                self._compaction.delete_row(session_id, checkpoint_id)
+                self._compaction.delete_row(session_id, row.id)
                 notices.append(f"{problem}; its fast projection was deleted")
             else:
                 notices.append(problem)
             return None, problem
         if repair:
+            if row is not None and row.id != checkpoint_id:
+                self._compaction.delete_row(session_id, row.id)
             self._compaction.put_row(
                 session_id, StoredCheckpoint(checkpoint_id, event.seq, checkpoint.serialised())
             )
         notices.append(
-            f"checkpoint {checkpoint_id[:12]}: its fast projection was damaged ({row_problem})"
+            f"checkpoint {label}: its fast projection was damaged ({row_problem})"
             + (" and was rebuilt from its completion event" if repair else "")
         )
         return checkpoint, None
+
+    def _repair_rows(self, session_id: str, completions: Mapping[str, Event], notices: list[str]) -> None:
+        """Rebuild damaged rows of the usable checkpoints that are not current (an undo may make
+        them current again). Only a row that differs from its event is touched; the event's copy
+        is checked for structure and id, not against history (that happens when it is read)."""
+        for checkpoint_id, event in completions.items():
+            row = self._compaction.row(session_id, checkpoint_id)
+            try:
+                checkpoint = parse_checkpoint(event.payload.get("checkpoint"))
+            except CheckpointError:
+                continue  # the event itself is damaged: reported by verify, dropped when read
+            if checkpoint.id != checkpoint_id or (
+                row is not None and row.event_seq == event.seq and row.body == checkpoint.serialised()
+            ):
+                continue
+            self._compaction.put_row(
+                session_id, StoredCheckpoint(checkpoint_id, event.seq, checkpoint.serialised())
+            )
+            notices.append(
+                f"checkpoint {checkpoint_id[:12]}: its fast projection was damaged and was rebuilt "
+                "from its completion event"
+            )
 
     def all_records(self, session_id: str) -> list[CheckpointRecord]:
         """Every checkpoint the session ever committed, each re-validated (for `inspect` and `verify`).
@@ -199,7 +232,7 @@ class CheckpointReader:
             voided = event.seq < last_rewind
             if voided:
                 # P-6: never used again; shown with its segments, not validated against new history.
-                row = self._compaction.row(session_id, checkpoint_id)
+                row = self._compaction.row_for_event(session_id, event.seq)
                 try:
                     checkpoint = parse_checkpoint(
                         row.body if row is not None else event.payload.get("checkpoint")

@@ -119,17 +119,13 @@ class Proposal:
 
 @dataclass(frozen=True)
 class _Chunk:
-    units: tuple[Unit, ...]
+    """Whole units summarised by one request; its seq range joins the previous chunk's, so the
+    segments made from chunks are continuous even where non-message events lie between units."""
+
+    from_seq: int
+    through_seq: int
     lines: tuple[str, ...]
     events: tuple[Event, ...]
-
-    @property
-    def from_seq(self) -> int:
-        return self.units[0].first_seq
-
-    @property
-    def through_seq(self) -> int:
-        return self.units[-1].last_seq
 
 
 def summary_input_limit(budget: Budget, summary_max_tokens: int) -> int:
@@ -545,19 +541,26 @@ class CompactionService:
                 unit_lines = transcript_lines(entries, chars, error_seqs)
                 tokens = counter.count("\n".join(unit_lines))
             if units and used + tokens > room:
-                chunks.append(self._chunk(units, lines, covered))
+                chunks.append(self._chunk(chunks, plan, units, lines, covered))
                 units, lines, used = [], [], 0
             units.append(unit)
             lines.extend(unit_lines)
             used += tokens
         if units:
-            chunks.append(self._chunk(units, lines, covered))
+            chunks.append(self._chunk(chunks, plan, units, lines, covered))
         return chunks
 
     @staticmethod
-    def _chunk(units: Sequence[Unit], lines: Sequence[str], covered: Sequence[Event]) -> _Chunk:
-        first, last = units[0].first_seq, units[-1].last_seq
-        return _Chunk(tuple(units), tuple(lines), tuple(e for e in covered if first <= e.seq <= last))
+    def _chunk(
+        before: Sequence[_Chunk],
+        plan: Plan,
+        units: Sequence[Unit],
+        lines: Sequence[str],
+        covered: Sequence[Event],
+    ) -> _Chunk:
+        first = before[-1].through_seq + 1 if before else plan.from_seq
+        last = units[-1].last_seq
+        return _Chunk(first, last, tuple(lines), tuple(e for e in covered if first <= e.seq <= last))
 
     def _backed_off(self, session_id: str, route: Route, plan: Plan) -> Plan | None:
         """SPEC C-13: cover no more than the route's accepted boundary; without one, half the units."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,6 +29,7 @@ from foya_tui.runtime.providers.summary_format import (
     close_tag,
     open_tag,
 )
+from foya_tui.runtime.text import content_text
 
 SYSTEM_PROMPT = f"""{COMPACTION_MARKER}
 You write the checkpoint of a long agent session: a summary that replaces the covered part of the
@@ -81,15 +82,6 @@ def _capped(text: str, limit: int) -> str:
     return f"{text[:head]} […{len(text) - limit:,} characters left out of the summary input…] {text[-tail:]}"
 
 
-def _content_text(message: Mapping[str, Any]) -> str:
-    content = message.get("content")
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return " ".join(str(part.get("text", "")) for part in content if isinstance(part, Mapping))
-    return ""
-
-
 def transcript_lines(
     entries: Iterable[LogEntry], message_chars: int, error_seqs: frozenset[int] = frozenset()
 ) -> list[str]:
@@ -100,7 +92,7 @@ def transcript_lines(
     lines: list[str] = []
     for entry in entries:
         message = entry.message
-        text = _content_text(entry.openai)
+        text = content_text(entry.openai.get("content"))
         images = IMAGE_PLACEHOLDER * len(message.attachments)
         if message.role is Role.TOOL:
             name = message.name or names.get(message.tool_call_id or "", "tool")

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from foya_tui.runtime.digests import canonical_json
+from foya_tui.runtime.text import content_text
 
 DEFAULT_ENCODING = "o200k_base"
 # OpenAI chat format: every message costs a few tokens of framing, every reply a few of priming.
@@ -394,10 +395,8 @@ def message_text(message: Mapping[str, Any]) -> str:
     """Everything model-visible in one OpenAI-shaped message, as text to count."""
     parts: list[str] = [str(message.get("role", ""))]
     content = message.get("content")
-    if isinstance(content, str):
-        parts.append(content)
-    elif isinstance(content, list):
-        parts.extend(str(part.get("text", "")) for part in content if isinstance(part, Mapping))
+    if isinstance(content, str) or content:
+        parts.append(content_text(content, separator="\n"))
     for call in message.get("tool_calls") or ():
         function = call.get("function", {}) if isinstance(call, Mapping) else {}
         parts.append(str(function.get("name", "")))

@@ -49,6 +49,7 @@ from foya_tui.runtime.providers.summary_format import (
     TRANSCRIPT_TAG,
     blocks,
 )
+from foya_tui.runtime.text import content_text
 
 FAULTS_ENV = "FOYA_SIM_FAULTS"
 SUMMARY_FAULT_NAMES = frozenset({"summary-truncated", "summary-sections", "summary-length"})
@@ -98,12 +99,7 @@ class FaultPlan:
 
 
 def _text_of(message: Mapping[str, Any]) -> str:
-    content = message.get("content")
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return " ".join(str(part.get("text", "")) for part in content if isinstance(part, Mapping))
-    return ""
+    return content_text(message.get("content"))
 
 
 def _quote(text: str, limit: int = 80) -> str:
@@ -511,10 +507,8 @@ _FENCE = re.compile(r"`{3,}|~{3,}")
 
 
 def _request_text(message: Mapping[str, Any]) -> str:
-    content = message.get("content")
-    if isinstance(content, list):  # content parts keep their own lines: blocks span lines
-        return "\n".join(str(part.get("text", "")) for part in content if isinstance(part, Mapping))
-    return _text_of(message)
+    # content parts keep their own lines: tagged blocks span lines
+    return content_text(message.get("content"), separator="\n")
 
 
 def _int_or_none(value: str | None) -> int | None:

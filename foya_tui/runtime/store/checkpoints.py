@@ -116,6 +116,14 @@ class CompactionStore:
         ).fetchone()
         return StoredCheckpoint(*found) if found is not None else None
 
+    def row_for_event(self, session_id: str, event_seq: int) -> StoredCheckpoint | None:
+        """The row copied from the completion event at `event_seq` (found even if its id was damaged)."""
+        found = self._sql.execute_sql(
+            "SELECT id, event_seq, body FROM checkpoint WHERE session_id = ? AND event_seq = ?",
+            (session_id, event_seq),
+        ).fetchone()
+        return StoredCheckpoint(*found) if found is not None else None
+
     def rows(self, session_id: str) -> list[StoredCheckpoint]:
         cursor = self._sql.execute_sql(
             "SELECT id, event_seq, body FROM checkpoint WHERE session_id = ? ORDER BY event_seq",
