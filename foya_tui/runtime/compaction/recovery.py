@@ -10,7 +10,7 @@ is deleted and the previous valid checkpoint (or canonical history) serves (P-3)
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from foya_tui.runtime.compaction.checkpoint import (
@@ -95,8 +95,11 @@ class CheckpointReader:
         completions: dict[str, Event] = {}
         order: list[str] = []
         current: str | None = None
+        notices: list[str] = []
         for event in control:
             if event.problem is not None:
+                if repair and event.kind is EventKind.COMPACTION_COMPLETED:
+                    self._drop_unreadable(session_id, event, notices)
                 continue
             if event.kind is EventKind.REWIND:
                 # P-6: checkpoints made before a rewind are never used after it.
@@ -113,7 +116,6 @@ class CheckpointReader:
                 restored = event.payload.get("restored_id")
                 if restored is None or restored in completions:
                     current = restored
-        notices: list[str] = []
         tried: set[str] = set()
         # The current one first; when it cannot be read, the latest earlier valid one (P-3).
         candidates = [] if current is None else [current]
@@ -131,6 +133,7 @@ class CheckpointReader:
             self._repair_rows(
                 session_id, {cid: event for cid, event in completions.items() if cid not in tried}, notices
             )
+            self._drop_stray_rows(session_id, control, notices)
         return CheckpointState(
             current=chosen,
             current_event_seq=chosen_seq,
@@ -188,6 +191,32 @@ class CheckpointReader:
             + (" and was rebuilt from its completion event" if repair else "")
         )
         return checkpoint, None
+
+    def _drop_unreadable(self, session_id: str, event: Event, notices: list[str]) -> None:
+        """A completion event that cannot be read takes its checkpoint with it (P-3): said so, and
+        the row copied from it is deleted (it can no longer be checked against its source)."""
+        row = self._compaction.row_for_event(session_id, event.seq)
+        label = f"checkpoint {row.id[:12]}" if row is not None else "its checkpoint"
+        notices.append(
+            f"completion event {event.seq} is unreadable ({event.problem}); {label} is dropped"
+            + ("; its fast projection was deleted" if row is not None else "")
+        )
+        if row is not None:
+            self._compaction.delete_row(session_id, row.id)
+
+    def _drop_stray_rows(self, session_id: str, control: Sequence[Event], notices: list[str]) -> None:
+        """Delete rows that no completion event names (by id and seq): nothing can validate them."""
+        named = {
+            (checkpoint_id, event.seq)
+            for event in control
+            if event.kind is EventKind.COMPACTION_COMPLETED and (checkpoint_id := _event_checkpoint_id(event))
+        }
+        for row in self._compaction.rows(session_id):
+            if (row.id, row.event_seq) not in named:
+                self._compaction.delete_row(session_id, row.id)
+                notices.append(
+                    f"checkpoint row {row.id[:12]} has no completion event; its fast projection was deleted"
+                )
 
     def _repair_rows(self, session_id: str, completions: Mapping[str, Event], notices: list[str]) -> None:
         """Rebuild damaged rows of the usable checkpoints that are not current (an undo may make

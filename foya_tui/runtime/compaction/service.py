@@ -427,7 +427,7 @@ class CompactionService:
             segments = [(s.from_seq, s.through_seq, s.level, s.text) for s in previous] + fresh
             # More than 4 segments, or an anchor change: one session-level summary over them all.
             if len(segments) > MAX_SEGMENTS or (previous and not append):
-                segments = [self._merge(segments, counter, limit, summarise)]
+                segments = [self._merge(segments, counter, limit - overhead, requests, summarise)]
         checkpoint = Checkpoint(
             id="",
             previous_id=current.id if current is not None else None,
@@ -459,13 +459,15 @@ class CompactionService:
         self,
         segments: Sequence[tuple[int, int, int, str]],
         counter: TokenCounter,
-        limit: int,
+        room: int,
+        requests: RequestBudget,
         summarise: Callable[[int, Sequence[PreviousSummary], _Chunk | None], str],
     ) -> tuple[int, int, int, str]:
         """One session-level summary over segments (SPEC C-10), merging in groups that fit one
-        request when all of them do not (so the merge itself never overflows)."""
+        request when all of them do not (so the merge itself never overflows). Every round has
+        fewer items than the last, so this ends; its requests are necessary ones, added to the
+        budget, which still bounds repairs."""
         items = [PreviousSummary(i, f, t, lvl, text) for i, (f, t, lvl, text) in enumerate(segments, start=1)]
-        room = limit - counter.count(SYSTEM_PROMPT) - 64
         while True:
             groups: list[list[PreviousSummary]] = [[]]
             used = 0
@@ -476,6 +478,7 @@ class CompactionService:
                     used = 0
                 groups[-1].append(item)
                 used += tokens
+            requests.limit += sum(1 for group in groups if len(group) > 1 or len(groups) == 1)
             merged = [
                 PreviousSummary(
                     index,
