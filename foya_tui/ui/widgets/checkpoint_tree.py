@@ -1,0 +1,198 @@
+"""Provides CheckpointTree: a session's checkpoint lineage, newest first, each with its segments.
+
+The current checkpoint is marked ●, the others ○ (earlier, or undone after it), an invalid one ✗;
+a checkpoint a rewind voided or that failed validation carries its problem as a child line. The
+last line is "(none)": the state with no checkpoint, where the model sees the full history.
+
+Everything shown comes from one `InspectReport` (`runtime.inspect`); nothing is recomputed here.
+Labels are `rich.text.Text` built from plain strings, never markup, and are coloured at render
+time from component classes, so a theme change restyles them. The formatting helpers here are
+shared with the inspector and the compaction dialog.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, ClassVar
+
+from rich.style import Style
+from rich.text import Text
+from textual.widgets import Tree
+from textual.widgets.tree import TreeNode
+
+from foya_tui.runtime.text import strip_control
+
+if TYPE_CHECKING:
+    from foya_tui.runtime.compaction.checkpoint import Checkpoint, Segment
+    from foya_tui.runtime.compaction.recovery import CheckpointRecord
+    from foya_tui.runtime.compaction.report import InspectReport
+
+# How the inspector and the compaction dialog name each count of a ledger: (one, many).
+LEDGER_NOUNS: tuple[tuple[str, str, str], ...] = (
+    ("directives", "rule", "rules"),
+    ("requests", "request", "requests"),
+    ("files_modified", "file modified", "files modified"),
+    ("files_read", "file read", "files read"),
+    ("commands", "command", "commands"),
+    ("errors", "error", "errors"),
+)
+
+
+def short_id(checkpoint_id: str) -> str:
+    """`7a91c3d2…`: enough of a digest to tell checkpoints apart on screen."""
+    return f"{checkpoint_id[:8]}…" if len(checkpoint_id) > 8 else checkpoint_id
+
+
+def counted(count: int, one: str, many: str) -> str:
+    return f"{count:,} {one if count == 1 else many}"
+
+
+def ledger_counts_text(counts: Mapping[str, int]) -> str:
+    """`ledger: 1 rule · 5 requests · 0 files modified · 1 file read · 0 commands · 0 errors`."""
+    parts = [counted(int(counts.get(key, 0)), one, many) for key, one, many in LEDGER_NOUNS]
+    return "ledger: " + " · ".join(parts)
+
+
+def segment_title(segment: Segment) -> str:
+    """`segment 2 · seq 141–268 · level 1 · 1,204 tokens`."""
+    return (
+        f"segment {segment.index} · seq {segment.from_seq}–{segment.through_seq} · "
+        f"level {segment.level} · {segment.tokens:,} tokens"
+    )
+
+
+def clean(text: str) -> str:
+    """Model text for display: terminal escapes and control characters removed (markup is never
+    parsed: callers wrap it in Text or Content)."""
+    return strip_control(text)
+
+
+def checkpoint_status(record: CheckpointRecord, report: InspectReport) -> str:
+    """What a checkpoint is now: current, earlier (superseded by the current one), undone (committed
+    after the current one, then undone), voided (by a rewind, SPEC P-6) or invalid."""
+    if record.id == report.current_id:
+        return "current"
+    if record.checkpoint is None:
+        return "invalid"
+    if not record.usable:
+        return "voided"
+    current = next((r for r in report.records if r.id == report.current_id), None)
+    if current is None or record.event_seq > current.event_seq:
+        return "undone"
+    return "earlier"
+
+
+@dataclass(frozen=True)
+class TreeEntry:
+    """What a line of the tree stands for."""
+
+    kind: str
+    """"checkpoint", "segment", "problem" (a checkpoint's problem) or "none" (no checkpoint)."""
+    record: CheckpointRecord | None = None
+    segment: Segment | None = None
+    status: str = ""
+    """The checkpoint's status (see `checkpoint_status`); "current" on "none" when no checkpoint is."""
+
+    @property
+    def checkpoint(self) -> Checkpoint | None:
+        return self.record.checkpoint if self.record is not None else None
+
+    @property
+    def key(self) -> tuple[str, str, int]:
+        """Identifies the line across refreshes, so the cursor stays where it was."""
+        record_id = self.record.id if self.record is not None else ""
+        return (self.kind, record_id, self.segment.index if self.segment is not None else 0)
+
+
+# Component class of a checkpoint's line by its status: the current one stands out, problems warn;
+# "dim" is the "(none)" line while a checkpoint is current.
+_ROLE_OF = {"current": "current", "voided": "problem", "invalid": "problem", "dim": "dim"}
+
+
+class CheckpointTree(Tree[TreeEntry]):
+    """The checkpoints of one InspectReport; `show(report)` replaces them, keeping the cursor."""
+
+    DEFAULT_CSS = """
+    CheckpointTree {
+        & > .checkpoint-tree--current { color: $text-primary; text-style: bold; }
+        & > .checkpoint-tree--problem { color: $text-warning; }
+        & > .checkpoint-tree--dim { color: $foreground 60%; }
+    }
+    """
+    COMPONENT_CLASSES: ClassVar[set[str]] = {
+        "checkpoint-tree--current",
+        "checkpoint-tree--problem",
+        "checkpoint-tree--dim",
+    }
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__("checkpoints", id=id)
+        self.show_root = False
+        self.guide_depth = 3
+
+    def show(self, report: InspectReport) -> None:
+        """Replace the lines with `report`'s checkpoints; the cursor stays on the same line when it
+        still exists, otherwise it goes to the current checkpoint's first segment."""
+        cursor = self.cursor_node
+        keep = cursor.data.key if cursor is not None and cursor.data is not None else None
+        self.clear()
+        wanted: TreeNode[TreeEntry] | None = None
+        fallback: TreeNode[TreeEntry] | None = None
+        for record in reversed(report.records):
+            status = checkpoint_status(record, report)
+            entry = TreeEntry("checkpoint", record, status=status)
+            node = self.root.add(checkpoint_label(record, status), entry, expand=True)
+            lines: list[TreeNode[TreeEntry]] = [node]
+            if record.problem:
+                problem = TreeEntry("problem", record, status=status)
+                lines.append(node.add_leaf(Text(f"⚠ {clean(record.problem)}"), problem))
+            checkpoint = record.checkpoint
+            for segment in checkpoint.segments if checkpoint is not None else ():
+                entry = TreeEntry("segment", record, segment, status)
+                lines.append(node.add_leaf(segment_label(segment), entry))
+            if status == "current":
+                fallback = next((n for n in lines if n.data is not None and n.data.kind == "segment"), node)
+            for line in lines:
+                if keep is not None and line.data is not None and line.data.key == keep:
+                    wanted = line
+        none_current = report.current_id is None
+        none = self.root.add_leaf(
+            Text(f"{'●' if none_current else '○'} (none) · the model sees the full history"),
+            TreeEntry("none", status="current" if none_current else "dim"),
+        )
+        if keep is not None and keep[0] == "none":
+            wanted = none
+        target = wanted or fallback or (self.root.children[0] if self.root.children else None)
+        # Reading a line lays the new lines out now: until then every node's line is unknown, and
+        # the cursor would land on the first line instead of the target.
+        self.get_node_at_line(0)
+        self.move_cursor(target)
+
+    def render_label(self, node: TreeNode[TreeEntry], base_style: Style, style: Style) -> Text:
+        entry = node.data
+        role = None
+        if entry is not None and entry.kind == "problem":
+            role = "problem"
+        elif entry is not None and entry.kind in ("checkpoint", "none"):
+            role = _ROLE_OF.get(entry.status)
+        if role is not None:
+            # The role's colour under the cursor's style, so the highlighted line still reads as selected.
+            style = self.get_component_rich_style(f"checkpoint-tree--{role}", partial=True) + style
+        return super().render_label(node, base_style, style)
+
+
+def checkpoint_label(record: CheckpointRecord, status: str) -> Text:
+    """`● 7a91c3d2… current  L1  3 seg` (✗ and no counts for an unreadable checkpoint)."""
+    checkpoint = record.checkpoint
+    if checkpoint is None:
+        return Text(f"✗ {short_id(record.id)} invalid")
+    mark = "●" if status == "current" else "○"
+    count = len(checkpoint.segments)
+    return Text(f"{mark} {short_id(record.id)} {status}  L{checkpoint.level}  {count} seg")
+
+
+def segment_label(segment: Segment) -> Text:
+    """`seg 2  seq 141–268  L1  1,204`: index, covered seqs, level and tokens."""
+    seqs = f"seq {segment.from_seq}–{segment.through_seq}"
+    return Text(f"seg {segment.index}  {seqs}  L{segment.level}  {segment.tokens:,}")
