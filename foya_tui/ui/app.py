@@ -107,6 +107,26 @@ class FoyaApp(App[None]):
             "route: switch", "Choose the model route for the next message", self.action_switch_route
         )
         yield SystemCommand(
+            "context: compact now",
+            "Compact the session now; you see the candidate before it is committed",
+            self.conversation.action_compact,
+        )
+        yield SystemCommand(
+            "context: undo compaction",
+            "Make the previous checkpoint (or none) current again; nothing is deleted",
+            self.conversation.action_undo_compaction,
+        )
+        yield SystemCommand(
+            "inspector: open",
+            "Show the session's checkpoints, segments and compaction log",
+            self.conversation.action_open_inspector,
+        )
+        yield SystemCommand(
+            "session: rewind to here",
+            "Go back to the selected message; later messages leave the conversation (the log keeps them)",
+            self.conversation.action_rewind_here,
+        )
+        yield SystemCommand(
             "theme: toggle dark/light", "Switch between foya-dark and foya-light", self.action_toggle_theme
         )
         yield SystemCommand("theme: choose", "Pick any installed theme", self.action_change_theme)

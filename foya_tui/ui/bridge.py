@@ -3,6 +3,10 @@
 The runtime is blocking (SQLite, provider streams), so each call runs in a thread worker and
 reports back only through `post_message`; nothing here touches another widget. The Bridge is an
 invisible widget so that its messages bubble to the screen that mounted it.
+
+Besides turns, it runs what changes how history is seen: a manual compaction (proposed, then
+committed or declined once the user has looked at it), undoing a checkpoint, a rewind, and the
+inspector's one read of everything compaction knows (`runtime.inspect`).
 """
 
 from __future__ import annotations
@@ -16,20 +20,29 @@ from textual.worker import get_current_worker
 
 from foya_tui.ui.messages import (
     BridgeFailed,
+    CompactionEnded,
+    CompactionProposed,
+    CompactionStaged,
+    CompactionUndone,
     ContextReported,
+    LastCompactionRead,
     RouteResolved,
     RoutesListed,
     RouteSwitched,
     RuntimeUpdated,
     SessionCreated,
+    SessionInspected,
     SessionOpened,
+    SessionRewound,
     StepsRecorded,
     ToolResultRead,
     ToolResultRecorded,
+    TurnRecorded,
 )
 from foya_tui.ui.widgets.message_list import history_items
 
 if TYPE_CHECKING:
+    from foya_tui.runtime.compaction.service import Proposal
     from foya_tui.runtime.model import Event
     from foya_tui.runtime.providers.client import CancelToken
     from foya_tui.runtime.providers.routes import Route
@@ -77,6 +90,7 @@ class Bridge(Widget):
         self._route: Route | None = None
         self._session: Session | None = None
         self._cancel: CancelToken | None = None
+        self._compaction_cancel: CancelToken | None = None
 
     @property
     def session(self) -> Session | None:
@@ -114,6 +128,9 @@ class Bridge(Widget):
                 self._session = session
                 self.post_message(SessionOpened(session, events, history_items(events)))
                 self.post_message(ContextReported(session.context().report(), input_steps(events)))
+                last = last_compaction(events)
+                if last is not None:
+                    self.post_message(LastCompactionRead(last))
                 return
         except Exception as exc:
             self.post_message(BridgeFailed(one_line(exc)))
@@ -194,8 +211,10 @@ class Bridge(Widget):
             self._cancel.cancel()
 
     def on_unmount(self) -> None:
-        # A thread worker cannot be killed, and the interpreter waits for it at exit: stop the stream.
+        # A thread worker cannot be killed, and the interpreter waits for it at exit: stop the stream
+        # and any compaction request.
         self.cancel_turn()
+        self.cancel_compaction()
 
     @work(thread=True, exclusive=True, group="turn", exit_on_error=False)
     def _run_turn(self, text: str, cancel: CancelToken) -> None:
@@ -211,7 +230,7 @@ class Bridge(Widget):
                 session = runtime.new_session(self._route or runtime.route_for(self._model))
                 self._session = session
                 self.post_message(SessionCreated(session))
-            seen = runtime.store.last_seq(session.id)
+            seen = start = runtime.store.last_seq(session.id)
             for update in session.send(text, cancel):
                 if worker.is_cancelled:
                     cancel.cancel()
@@ -230,8 +249,20 @@ class Bridge(Widget):
                     steps = input_steps(fresh)
                     if steps:
                         self.post_message(StepsRecorded(steps))
+            self._post_turn_seqs(runtime, session.id, start)
         except Exception as exc:
             self.post_message(BridgeFailed(one_line(exc)))
+
+    def _post_turn_seqs(self, runtime: Runtime, session_id: str, start: int) -> None:
+        """Say which events the turn just ended stored, so its blocks know where a rewind goes."""
+        from foya_tui.runtime.model import EventKind
+
+        events = runtime.store.events(session_id, after_seq=start)
+        user = next((e.seq for e in events if e.kind is EventKind.USER_MESSAGE), None)
+        if user is None:
+            return
+        replies = [e.seq for e in events if e.kind in (EventKind.ASSISTANT_MESSAGE, EventKind.TOOL_RESULT)]
+        self.post_message(TurnRecorded(user, min(replies, default=None), max(replies, default=None)))
 
     @work(thread=True, exclusive=True, group="read", exit_on_error=False)
     def read_tool_result(self, seq: int, name: str) -> None:
@@ -256,3 +287,120 @@ class Bridge(Widget):
             self.post_message(ToolResultRead(seq, name, facts, prepare_text(content)))
         except Exception as exc:
             self.post_message(BridgeFailed(one_line(exc)))
+
+    # -- compaction, undo, rewind, inspection ---------------------------------------------------
+    # Called only between turns (the screen refuses them while a turn runs), so they never race it.
+
+    def compact(self) -> None:
+        """Propose a manual compaction of the open session; `cancel_compaction` stops it."""
+        from foya_tui.runtime.providers.client import CancelToken
+
+        self._compaction_cancel = CancelToken()
+        self._propose(self._compaction_cancel)
+
+    def cancel_compaction(self) -> None:
+        """Ask the proposal being made to stop; it then ends with the outcome "cancelled"."""
+        if self._compaction_cancel is not None:
+            self._compaction_cancel.cancel()
+
+    @work(thread=True, exclusive=True, group="compaction", exit_on_error=False)
+    def _propose(self, cancel: CancelToken) -> None:
+        from foya_tui.runtime.compaction.service import CompactionResult
+
+        try:
+            runtime, session = self._open_session()
+            proposed = runtime.propose_compaction(
+                session.id,
+                session.route,
+                cancel=cancel,
+                # Called in this worker's thread: it posts, and never touches a widget.
+                progress=lambda stage, detail: self.post_message(CompactionStaged(str(stage), detail)),
+            )
+            if isinstance(proposed, CompactionResult):
+                self.post_message(CompactionEnded(proposed.report()))
+            else:
+                self.post_message(CompactionProposed(proposed))
+        except Exception as exc:
+            self.post_message(CompactionEnded(failed_report(exc)))
+
+    @work(thread=True, exclusive=True, group="compaction", exit_on_error=False)
+    def commit_compaction(self, proposal: Proposal) -> None:
+        """Commit an accepted candidate (re-checked inside the transaction), then report the next request."""
+        try:
+            runtime, session = self._open_session()
+            self.post_message(CompactionStaged("committing", ""))
+            result = runtime.commit_compaction(proposal)
+            self.post_message(CompactionEnded(result.report()))
+            self.post_message(ContextReported(session.context().report()))
+        except Exception as exc:
+            self.post_message(CompactionEnded(failed_report(exc)))
+
+    @work(thread=True, exclusive=True, group="compaction", exit_on_error=False)
+    def decline_compaction(self, proposal: Proposal) -> None:
+        """Record that the user declined the candidate; nothing else is written."""
+        try:
+            runtime, _ = self._open_session()
+            result = runtime.decline_compaction(proposal)
+            self.post_message(CompactionEnded(result.report(), declined=True))
+        except Exception as exc:
+            self.post_message(CompactionEnded(failed_report(exc)))
+
+    @work(thread=True, exclusive=True, group="history", exit_on_error=False)
+    def undo_compaction(self) -> None:
+        """Make the previous checkpoint (or none) current by a new event, then report the next request."""
+        try:
+            runtime, session = self._open_session()
+            undone, restored = runtime.undo_compaction(session.id)
+            self.post_message(CompactionUndone(undone, restored))
+            self.post_message(ContextReported(session.context().report()))
+        except Exception as exc:
+            self.post_message(BridgeFailed(one_line(exc)))
+
+    @work(thread=True, exclusive=True, group="history", exit_on_error=False)
+    def rewind(self, to_seq: int, refill: str | None = None) -> None:
+        """Rewind valid history to `to_seq` (a new event; nothing is deleted), then post the
+        conversation as it now reads and the next request, as a resume does."""
+        try:
+            runtime, session = self._open_session()
+            rewind_seq = runtime.rewind(session.id, to_seq)
+            events = runtime.store.events(session.id)
+            self.post_message(SessionRewound(to_seq, rewind_seq, history_items(events), refill))
+            self.post_message(ContextReported(session.context().report(), input_steps(events)))
+        except Exception as exc:
+            # A RewindError says in one line why the cut is not allowed, and where it could go.
+            self.post_message(BridgeFailed(one_line(exc)))
+
+    @work(thread=True, exclusive=True, group="inspect", exit_on_error=False)
+    def inspect(self) -> None:
+        """Read everything compaction knows about the session, in one call, for the inspector."""
+        try:
+            runtime, session = self._open_session()
+            report = runtime.inspect(session.id)
+            models = {option.route.id: option.route.model for option in runtime.routes(session.id)}
+            models[session.route.id] = session.route.model
+            limit = runtime.settings.compaction.max_fingerprints
+            self.post_message(SessionInspected(report, limit, models))
+        except Exception as exc:
+            self.post_message(BridgeFailed(one_line(exc)))
+
+    def _open_session(self) -> tuple[Runtime, Session]:
+        runtime, session = self.runtime, self._session
+        if runtime is None or session is None:
+            raise LookupError("No session is open yet: send a message first.")
+        return runtime, session
+
+
+def failed_report(exc: BaseException) -> dict[str, object]:
+    """A compaction that raised, in the shape of `CompactionResult.report()` (nothing was committed)."""
+    return {"outcome": "failed", "trigger": "manual", "reason": one_line(exc), "tokens_before": 0}
+
+
+def last_compaction(events: Iterable[Event]) -> Mapping[str, object] | None:
+    """The payload of the latest compaction diagnostic in history (SPEC C-15), or None."""
+    from foya_tui.runtime.model import EventKind
+
+    last = None
+    for event in events:
+        if event.kind is EventKind.COMPACTION_DIAGNOSTIC and event.problem is None:
+            last = event.payload
+    return last

@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING, Any
 from textual.message import Message
 
 if TYPE_CHECKING:
+    from foya_tui.runtime.compaction.report import InspectReport
+    from foya_tui.runtime.compaction.service import Proposal
     from foya_tui.runtime.model import Event
     from foya_tui.runtime.providers.routes import Route
     from foya_tui.runtime.runtime import RouteOption
@@ -130,3 +132,85 @@ class StepsRecorded(Message):
     def __init__(self, steps: tuple[int, ...]) -> None:
         super().__init__()
         self.steps = steps
+
+
+class TurnRecorded(Message):
+    """The turn that started with the user message at `user_seq` ended; its reply's message events
+    span `first_seq`..`last_seq` (None when it stored no reply). Blocks learn their seqs from this,
+    so that a rewind can name where a message begins and ends."""
+
+    def __init__(self, user_seq: int, first_seq: int | None, last_seq: int | None) -> None:
+        super().__init__()
+        self.user_seq = user_seq
+        self.first_seq = first_seq
+        self.last_seq = last_seq
+
+
+class SessionInspected(Message):
+    """Everything compaction knows about the session was read from the store (`runtime.inspect`);
+    `max_fingerprints` is how many failure fingerprints the session keeps (SPEC C-14), `models`
+    the model of each route id the switcher knows (the store names routes by id only)."""
+
+    def __init__(self, report: InspectReport, max_fingerprints: int, models: Mapping[str, str]) -> None:
+        super().__init__()
+        self.report = report
+        self.max_fingerprints = max_fingerprints
+        self.models = models
+
+
+class CompactionStaged(Message):
+    """The manual compaction reached a stage (planning, summarising with "2/3", validating, committing)."""
+
+    def __init__(self, stage: str, detail: str) -> None:
+        super().__init__()
+        self.stage = stage
+        self.detail = detail
+
+
+class CompactionProposed(Message):
+    """The manual compaction made a validated candidate; nothing is committed until the user accepts."""
+
+    def __init__(self, proposal: Proposal) -> None:
+        super().__init__()
+        self.proposal = proposal
+
+
+class CompactionEnded(Message):
+    """The manual compaction ended: committed, declined, or without a candidate (nothing to compact,
+    suppressed, failed, cancelled). `report` is `CompactionResult.report()`."""
+
+    def __init__(self, report: Mapping[str, Any], *, declined: bool = False) -> None:
+        super().__init__()
+        self.report = report
+        self.declined = declined
+
+
+class CompactionUndone(Message):
+    """The current checkpoint was undone by a new event; `restored_id` is current again (None: no
+    checkpoint, the model sees the full history)."""
+
+    def __init__(self, undone_id: str, restored_id: str | None) -> None:
+        super().__init__()
+        self.undone_id = undone_id
+        self.restored_id = restored_id
+
+
+class LastCompactionRead(Message):
+    """A resumed session's most recent compaction diagnostic (`report` has the fields of
+    `CompactionResult.report()`), for the meter's "last" line."""
+
+    def __init__(self, report: Mapping[str, Any]) -> None:
+        super().__init__()
+        self.report = report
+
+
+class SessionRewound(Message):
+    """Valid history now ends at `to_seq` (a rewind event at `rewind_seq`; nothing was deleted);
+    `items` is the conversation as it now reads, `refill` the text to put back into the prompt."""
+
+    def __init__(self, to_seq: int, rewind_seq: int, items: list[HistoryItem], refill: str | None) -> None:
+        super().__init__()
+        self.to_seq = to_seq
+        self.rewind_seq = rewind_seq
+        self.items = items
+        self.refill = refill

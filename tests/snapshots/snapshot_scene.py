@@ -2,8 +2,12 @@
 
 A snapshot must render the same on every run and every machine, so everything the screen (or the
 simulator's reply) could take from the surroundings is fixed here: session ids, the clock, the
-working directory's path and contents, the platform and shell named in the system prompt, and the
-measured duration of tool calls (shown on each tool block).
+working directory's path and contents, the platform and shell named in the system prompt, the
+measured duration of tool calls (shown on each tool block) and the time zone (the inspector shows
+local times).
+
+`compaction_history` builds, through the real runtime and the simulator, a session with a
+compaction history for the inspector's tests: see its docstring.
 """
 
 from __future__ import annotations
@@ -24,10 +28,13 @@ from unittest import mock
 from textual.pilot import Pilot
 
 from foya_tui.paths import FoyaPaths
+from foya_tui.runtime.compaction.service import CompactionResult
+from foya_tui.runtime.model import EventKind
 from foya_tui.runtime.providers.client import ProviderClient
 from foya_tui.runtime.runtime import Runtime
+from foya_tui.runtime.session import Session
 from foya_tui.runtime.tools import registry
-from foya_tui.settings import Settings
+from foya_tui.settings import CompactionSettings, Settings
 from foya_tui.ui.app import FoyaApp
 from foya_tui.ui.widgets.prompt import Prompt
 
@@ -59,6 +66,7 @@ def fixed_surroundings() -> Iterator[None]:
     counter = itertools.count()
     environment = {key: value for key, value in os.environ.items() if key != "FOYA_SIM_FAULTS"}
     environment["SHELL"] = "/bin/bash"
+    environment["TZ"] = "UTC"
     with (
         mock.patch.object(uuid, "uuid4", lambda: uuid.UUID(int=FIRST_UUID.int + next(counter))),
         mock.patch.object(platform, "system", lambda: "Linux"),
@@ -67,16 +75,24 @@ def fixed_surroundings() -> Iterator[None]:
         # Only the registry's clock, which measures each call: the app's own timers keep running.
         mock.patch.object(registry, "time", SimpleNamespace(perf_counter=lambda: 0.0)),
     ):
-        yield
+        time.tzset()
+        try:
+            yield
+        finally:
+            time.tzset()  # back to the surrounding environment's zone (restored by now)
 
 
 def open_runtime(
-    data_dir: Path, *, client: ProviderClient | None = None, approval_mode: str | None = None
+    data_dir: Path,
+    *,
+    client: ProviderClient | None = None,
+    approval_mode: str | None = None,
+    settings: Settings | None = None,
 ) -> Runtime:
     """A Runtime on the fixed scene; `client` replaces the simulator (a scripted provider)."""
     paths = FoyaPaths(data_dir=data_dir, config_dir=data_dir, database=data_dir / "foya.sqlite3")
     return Runtime(
-        Settings(retry_backoff=0.0),
+        settings or Settings(retry_backoff=0.0),
         paths,
         client=client,
         workdir=prepare_workdir(),
@@ -114,3 +130,68 @@ async def send(pilot: Pilot[None], text: str) -> None:
     prompt.insert(text)
     await pilot.press("enter")
     await wait_until(pilot, lambda: prompt.text == "" and app.conversation.ready)
+
+
+SEGMENTED = Settings(retry_backoff=0.0, compaction=CompactionSettings(summary_max_tokens=6000))
+"""Settings under which a compaction on foya-sim/small has room for about 2,000 tokens per summary
+request, so that a long history is summarised in several chunks: a checkpoint with several
+segments (SPEC C-10), which the default reserve would not make from a short test session."""
+TOPICS = ("parser", "cache", "scheduler", "logger", "config loader", "network client", "renderer")
+
+
+def long_message(index: int) -> str:
+    """A user message of about 300 tokens, different for each index (so summaries differ)."""
+    topic = TOPICS[index % len(TOPICS)]
+    note = "keeps a buffer of tokens and flushes it on every newline."
+    return f"step {index}: " + " ".join(f"Note {n}: the {topic} {note}" for n in range(12))
+
+
+def turn(session: Session, text: str) -> None:
+    for _ in session.send(text):
+        pass
+
+
+def compact(runtime: Runtime, session: Session, faults: str = "") -> CompactionResult:
+    """A standalone compaction on foya-sim/small (the turns ran on foya-sim/large, whose window
+    holds the whole history); `faults` sets FOYA_SIM_FAULTS for this compaction only."""
+    if faults:
+        os.environ["FOYA_SIM_FAULTS"] = faults
+    try:
+        return runtime.compact(session.id, runtime.route_for("foya-sim/small"))
+    finally:
+        os.environ.pop("FOYA_SIM_FAULTS", None)
+
+
+def compaction_history(runtime: Runtime) -> str:
+    """Build a session (returns its id) whose inspector has something in every section, through the
+    real runtime and the simulator (run it inside `fixed_surroundings`, on `SEGMENTED` settings):
+
+    - a first compaction that is rejected (its summary would not shrink the short history);
+    - a rewind over one turn (a rewound range);
+    - checkpoint B: 3 segments at level 0 (the history is summarised in chunks);
+    - checkpoint C, current: B's segments and later turns rewritten as one level-2 summary;
+    - a compaction whose summaries are invalid twice (FOYA_SIM_FAULTS=summary-sectionsx2): failed,
+      with a failure fingerprint.
+
+    Undoing C makes B (3 segments) current again.
+    """
+    session = runtime.new_session(runtime.route_for("foya-sim/large"))
+    turn(session, "what files are in this project?")
+    for index in range(3):
+        turn(session, long_message(index))
+    compact(runtime, session)
+    keep = runtime.store.last_seq(session.id)
+    turn(session, "remember: always run the tests before committing")
+    runtime.rewind(session.id, keep)
+    for index in range(3, 9):
+        turn(session, long_message(index))
+    compact(runtime, session)
+    turn(session, long_message(9))
+    compact(runtime, session)
+    turn(session, "what should we do next?")
+    compact(runtime, session, faults="summary-sectionsx2")
+    return session.id
+
+
+def event_kinds(runtime: Runtime, session_id: str) -> list[EventKind]:
+    return [event.kind for event in runtime.store.events(session_id)]

@@ -7,6 +7,12 @@ calls the runtime itself. The budget meter follows the screen's `context_report`
 Tool calls appear as ToolBlocks inside the turn's assistant block, as they start and finish; the
 latest compiled report says which results the model sees shortened, and those blocks show a badge.
 A call that needs approval opens the approval dialog; the turn's thread waits for its answer.
+
+Between turns the screen also starts what changes how history is seen, each in a Bridge worker:
+a manual compaction (its stages on the meter's "last" line, esc cancels, then a dialog to accept
+or decline the candidate), undoing a checkpoint, and a rewind to a focused message (after a
+confirmation; the conversation is then reloaded as on resume). The inspector shows the session's
+checkpoints and compaction log; it is refreshed after each of these.
 """
 
 from __future__ import annotations
@@ -27,18 +33,32 @@ from foya_tui.ui.bridge import Bridge
 from foya_tui.ui.messages import (
     ApprovalRequested,
     BridgeFailed,
+    CompactionEnded,
+    CompactionProposed,
+    CompactionStaged,
+    CompactionUndone,
     ContextReported,
+    LastCompactionRead,
     RouteResolved,
     RoutesListed,
     RouteSwitched,
     RuntimeUpdated,
     SessionCreated,
+    SessionInspected,
     SessionOpened,
+    SessionRewound,
     StepsRecorded,
     ToolResultRead,
     ToolResultRecorded,
+    TurnRecorded,
 )
-from foya_tui.ui.widgets.budget_meter import BudgetMeter, MeterLine
+from foya_tui.ui.widgets.budget_meter import (
+    BudgetMeter,
+    CompactionStatus,
+    MeterLine,
+    compaction_ended,
+    compaction_running,
+)
 from foya_tui.ui.widgets.message_block import MessageBlock
 from foya_tui.ui.widgets.message_list import MessageList
 from foya_tui.ui.widgets.prompt import Prompt
@@ -48,6 +68,7 @@ if TYPE_CHECKING:
     from foya_tui.runtime.runtime import Runtime
     from foya_tui.runtime.session import Session
     from foya_tui.ui.screens.approval import ApprovalScreen
+    from foya_tui.ui.screens.inspector import InspectorScreen
     from foya_tui.ui.widgets.tool_block import ToolBlock
 
 OPENING = "opening the session…"
@@ -57,6 +78,12 @@ SIDEBAR_FROM = 100
 """Terminal width (columns) from which the budget meter is a sidebar rather than one line."""
 SWITCH_REFUSED = "The route cannot change while a reply is being written; wait for it or press esc."
 EMPTY_HINT = "Nothing here yet. Type a message below and press Enter; every message is kept in a local log."
+COMPACTING = "compacting the context · esc cancel · you can type your next message"
+DECIDING = "a compaction waits for your answer"
+UNDOING = "undoing the checkpoint…"
+REWINDING = "rewinding…"
+NO_SESSION = "Nothing to {} yet: send a message first."
+SELECT_MESSAGE = "Select a message first: Tab or a click moves to the messages."
 SIMULATOR_HINT = (
     "No model is configured, so the offline simulator answers: a deterministic stand-in that "
     "reports real token counts. The README shows how to configure a model."
@@ -78,11 +105,35 @@ class ConversationScreen(Screen[None]):
             tooltip="Stop the reply being written; what already arrived is kept",
         ),
         Binding(
+            "escape",
+            "cancel_compaction",
+            "cancel compaction",
+            id="compaction.cancel",
+            tooltip="Stop the running compaction; nothing is written",
+        ),
+        Binding(
             "ctrl+r",
             "switch_route",
             "route",
             id="route.switch",
             tooltip="Choose the model route for the next message (nothing is sent)",
+        ),
+        Binding(
+            "f2",
+            "open_inspector",
+            "inspector",
+            id="inspector.open",
+            tooltip="Show the session's checkpoints, segments and compaction log",
+        ),
+        # A priority binding, so that it works while typing: the prompt's own ctrl+k (delete to the
+        # end of the line) gives way; ctrl+shift+k still deletes the line.
+        Binding(
+            "ctrl+k",
+            "compact",
+            "compact",
+            id="context.compact",
+            tooltip="Compact the session now; you see the candidate before it is committed",
+            priority=True,
         ),
     ]
 
@@ -90,6 +141,8 @@ class ConversationScreen(Screen[None]):
     """The compiled context of the next request (`RequestView.report()`), shown by the meter."""
     input_steps: var[tuple[int, ...]] = var(())
     """Input tokens of each model call of this session, for the meter's sparkline."""
+    compaction_status: var[CompactionStatus | None] = var(None)
+    """The compaction running now, or how the last one ended, for the meter's "last" line."""
 
     def __init__(
         self,
@@ -111,6 +164,15 @@ class ConversationScreen(Screen[None]):
         self._busy: str | None = OPENING
         """Why Enter does not send right now (None: it does)."""
         self.turn_running = False
+        self.compacting = False
+        """A manual compaction is under way (proposing, waiting for the answer, or committing)."""
+        self._proposing = False
+        """The manual compaction is still making its candidate (esc cancels it)."""
+        self._inspector: InspectorScreen | None = None
+        self._sent: MessageBlock | None = None
+        """The user block of the running turn (it learns its seq when the turn ends)."""
+        self._ended: tuple[MessageBlock | None, MessageBlock | None] = (None, None)
+        """The user and reply blocks of the turn that ended last, until TurnRecorded names their seqs."""
         # The breakpoint's class, set now: set by the first resize, it would restyle the whole screen
         # once more before the first frame (about 20 ms, tests/bench/bench_startup.py).
         self.add_class("-narrow" if self.app.size.width < SIDEBAR_FROM else "-wide")
@@ -121,7 +183,9 @@ class ConversationScreen(Screen[None]):
         with Horizontal(id="main"):
             yield MessageList()
             yield BudgetMeter().data_bind(
-                report=ConversationScreen.context_report, steps=ConversationScreen.input_steps
+                report=ConversationScreen.context_report,
+                steps=ConversationScreen.input_steps,
+                compaction=ConversationScreen.compaction_status,
             )
         yield Prompt()
         yield Footer()
@@ -175,8 +239,11 @@ class ConversationScreen(Screen[None]):
         return self._route
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        # Both are on esc: hidden from the footer (and passed over) when there is nothing to cancel.
         if action == "cancel_turn":
-            return self.turn_running  # hidden from the footer when there is nothing to cancel
+            return self.turn_running
+        if action == "cancel_compaction":
+            return self._proposing
         return True
 
     # -- user actions ------------------------------------------------------------------------
@@ -191,7 +258,7 @@ class ConversationScreen(Screen[None]):
         self.turn_running = True
         self._set_busy(REPLYING)
         message.prompt.clear()
-        await self.messages.add_block(MessageBlock("user", text))
+        self._sent = await self.messages.add_block(MessageBlock("user", text))
         self.messages.scroll_end(animate=False)  # sending re-attaches the view to the end
         self.bridge.send(message.text)
 
@@ -228,10 +295,14 @@ class ConversationScreen(Screen[None]):
         if self.turn_running:
             self.notify("Cancel the running reply first (esc).", severity="warning")
             return
+        if self._busy is not None:
+            self.notify(f"Not yet: {self._busy}", timeout=3)
+            return
         self.bridge.new_conversation()
         await self.messages.clear()
         self._shortened = frozenset()  # seqs are per session: the old ones mean nothing in the new one
         self.input_steps = ()
+        self.compaction_status = None
         self._show_header(None)
 
     # -- what the bridge reports -------------------------------------------------------------
@@ -262,6 +333,17 @@ class ConversationScreen(Screen[None]):
     def on_steps_recorded(self, message: StepsRecorded) -> None:
         self.input_steps = (*self.input_steps, *message.steps)
 
+    def on_last_compaction_read(self, message: LastCompactionRead) -> None:
+        self.compaction_status = compaction_ended(message.report)
+
+    def on_turn_recorded(self, message: TurnRecorded) -> None:
+        user, reply = self._ended
+        self._ended = (None, None)
+        if user is not None:
+            user.seq = user.last_seq = message.user_seq
+        if reply is not None and message.first_seq is not None:
+            reply.seq, reply.last_seq = message.first_seq, message.last_seq
+
     def on_route_switched(self, message: RouteSwitched) -> None:
         self._route = message.route
         self._show_header(self.bridge.session)
@@ -277,6 +359,8 @@ class ConversationScreen(Screen[None]):
     async def on_runtime_updated(self, message: RuntimeUpdated) -> None:
         # Imported on the first update, not at start-up (tests/bench/bench_startup.py).
         from foya_tui.runtime.updates import (
+            CompactionFinished,
+            CompactionProgressed,
             ContextUpdated,
             ReplyDelta,
             RetryScheduled,
@@ -290,6 +374,15 @@ class ConversationScreen(Screen[None]):
         if isinstance(update, ContextUpdated):
             self.context_report = update.report
             self._follow_shortened(update.report)
+        elif isinstance(update, CompactionProgressed):
+            # Triggered inside the turn (budget or provider overflow): its stage replaces "last".
+            self.compaction_status = compaction_running(update.trigger, update.stage, update.detail)
+        elif isinstance(update, CompactionFinished):
+            self.compaction_status = compaction_ended(update.report)
+            notice, severity = compaction_notice(update.report)
+            if severity != "information":  # a success shows on the meter; a failure is said once
+                self.notify(notice, severity=severity, markup=False)
+            self._refresh_inspector()
         elif isinstance(update, ToolCallStarted):
             from foya_tui.ui.widgets.tool_block import ToolBlock
 
@@ -384,6 +477,7 @@ class ConversationScreen(Screen[None]):
 
     async def _end_turn(self, marker: str | None) -> None:
         reply, self._reply = self._reply, None
+        self._ended, self._sent = (self._sent, reply), None
         if self._approval is not None and self._approval.is_current:
             self._approval.dismiss(None)  # the turn ended while asking (its answer no longer matters)
         self._approval = None
@@ -398,3 +492,223 @@ class ConversationScreen(Screen[None]):
             await self.messages.add_marker(marker)
         self.turn_running = False
         self._set_busy(None)
+
+    # -- compaction, undo, rewind, inspector ------------------------------------------------------
+
+    def _refused(self, action: str) -> bool:
+        """Whether `action` cannot start now (and the user was told why)."""
+        if self.turn_running:
+            self.notify(
+                f"Cannot {action} while a reply is being written; wait for it or press esc.",
+                severity="warning",
+            )
+            return True
+        if self._busy is not None:
+            self.notify(f"Not yet: {self._busy}", timeout=3)
+            return True
+        if self.bridge.session is None:
+            self.notify(NO_SESSION.format(action), timeout=3)
+            return True
+        return False
+
+    def action_compact(self) -> None:
+        """Compact the idle session now: the candidate is shown before anything is committed."""
+        if self._refused("compact"):
+            return
+        self.compacting = self._proposing = True
+        self._set_busy(COMPACTING)
+        self.compaction_status = compaction_running("manual", "planning")
+        self.bridge.compact()
+
+    def action_cancel_compaction(self) -> None:
+        self.bridge.cancel_compaction()
+
+    def on_compaction_staged(self, message: CompactionStaged) -> None:
+        self.compaction_status = compaction_running("manual", message.stage, message.detail)
+        detail = f" {message.detail}" if message.detail else ""
+        cancel = " · esc cancel" if self._proposing else ""
+        self.query_one(Prompt).set_busy(f"compacting: {message.stage}{detail}{cancel}")
+
+    def on_compaction_proposed(self, message: CompactionProposed) -> None:
+        # Imported on first use: the dialog is not needed for the first frame.
+        from foya_tui.ui.screens.compaction import CompactionScreen
+
+        self._proposing = False
+        self._set_busy(DECIDING)
+        proposal = message.proposal
+
+        def answered(accept: bool | None) -> None:
+            if accept:
+                self.bridge.commit_compaction(proposal)
+            else:
+                self.compaction_status = compaction_running("manual", "declining")
+                self.bridge.decline_compaction(proposal)
+
+        self.app.push_screen(CompactionScreen(proposal.checkpoint), answered)
+
+    def on_compaction_ended(self, message: CompactionEnded) -> None:
+        self.compacting = self._proposing = False
+        self.compaction_status = compaction_ended(message.report, declined=message.declined)
+        notice, severity = compaction_notice(message.report, declined=message.declined)
+        self.notify(notice, severity=severity, markup=False)
+        self._set_busy(None)
+        self._refresh_inspector()
+
+    def action_undo_compaction(self) -> None:
+        """Ask, then make the previous checkpoint (or none) current again by a new event."""
+        from foya_tui.ui.screens.confirm import ConfirmScreen
+        from foya_tui.ui.widgets.checkpoint_tree import short_id
+
+        if self._refused("undo a checkpoint"):
+            return
+        report = self._inspector.report if self._inspector is not None else None
+        current = report.current_id if report is not None else None
+        if report is not None and current is None:
+            self.notify("No checkpoint is current: there is nothing to undo.", timeout=3)
+            return
+        record = next((r for r in report.records if r.id == current), None) if report else None
+        previous = record.checkpoint.previous_id if record and record.checkpoint else None
+        what = f"checkpoint {short_id(current)}" if current else "the current checkpoint"
+        then = (
+            f"The earlier checkpoint {short_id(previous)} becomes current again."
+            if previous
+            else "The previous checkpoint (or none, so that the model sees the full history) becomes current."
+        )
+        body = f"{then} Nothing is deleted: a new event records the undo, and it can be compacted again."
+
+        def answered(yes: bool | None) -> None:
+            if yes and not self._refused("undo a checkpoint"):
+                self._set_busy(UNDOING)
+                self.bridge.undo_compaction()
+
+        self.app.push_screen(ConfirmScreen(f"Undo {what}?", body, "Undo"), answered)
+
+    def on_compaction_undone(self, message: CompactionUndone) -> None:
+        from foya_tui.ui.widgets.checkpoint_tree import short_id
+
+        restored = (
+            f"{short_id(message.restored_id)} is current again"
+            if message.restored_id
+            else "no checkpoint is current: the model sees the full history"
+        )
+        self.notify(f"Checkpoint {short_id(message.undone_id)} undone; {restored}.", markup=False)
+        self._set_busy(None)
+        self._refresh_inspector()
+
+    def action_open_inspector(self) -> None:
+        """Show the session's checkpoints and compaction log (read in one worker call)."""
+        from foya_tui.ui.screens.inspector import InspectorScreen
+
+        session = self.bridge.session
+        if session is None:
+            self.notify(NO_SESSION.format("inspect"), timeout=3)
+            return
+        if self._inspector is not None:
+            return
+        self._inspector = InspectorScreen(
+            session.info.short_id,
+            refresh=self.bridge.inspect,
+            undo=self.action_undo_compaction,
+            compact=self.action_compact,
+        )
+
+        def closed(_: None) -> None:
+            self._inspector = None
+
+        self.app.push_screen(self._inspector, closed)
+        self.bridge.inspect()
+
+    def on_session_inspected(self, message: SessionInspected) -> None:
+        if self._inspector is not None:
+            self._inspector.show(message.report, message.max_fingerprints, message.models)
+
+    def _refresh_inspector(self) -> None:
+        if self._inspector is not None:
+            self.bridge.inspect()
+
+    def action_rewind_here(self) -> None:
+        """Rewind to the focused message (the palette's "session: rewind to here")."""
+        focused = self.focused
+        chain = (focused, *focused.ancestors) if focused is not None else ()
+        block = next((node for node in chain if isinstance(node, MessageBlock)), None)
+        if block is None:
+            self.notify(SELECT_MESSAGE, timeout=4)
+            return
+        self._ask_rewind(block)
+
+    def on_message_block_rewind_requested(self, message: MessageBlock.RewindRequested) -> None:
+        message.stop()
+        self._ask_rewind(message.block)
+
+    def _ask_rewind(self, block: MessageBlock) -> None:
+        """Confirm, then rewind: to just before a user message (its text back in the prompt), or to
+        just after a reply and its tool results."""
+        from foya_tui.ui.screens.confirm import ConfirmScreen
+
+        if self._refused("rewind"):
+            return
+        if block.role == "user":
+            if block.seq is None:
+                self.notify("This message is not in the session's log yet.", timeout=3)
+                return
+            to_seq, refill = block.seq - 1, block.text
+            title = "Rewind to before this message?"
+            body = (
+                "This message and everything after it leave the conversation and the model's view; "
+                "the log keeps them. Its text goes back into the prompt for editing."
+            )
+        else:
+            if block.last_seq is None:
+                self.notify("This message is not in the session's log yet.", timeout=3)
+                return
+            to_seq, refill = block.last_seq, None
+            title = "Rewind to after this reply?"
+            body = (
+                "Everything after this reply (and its tool results) leaves the conversation and the "
+                "model's view; the log keeps it. Checkpoints made until now are no longer used."
+            )
+
+        def answered(yes: bool | None) -> None:
+            if yes and not self._refused("rewind"):
+                self._set_busy(REWINDING)
+                self.bridge.rewind(to_seq, refill)
+
+        self.app.push_screen(ConfirmScreen(title, body, "Rewind"), answered)
+
+    async def on_session_rewound(self, message: SessionRewound) -> None:
+        await self.messages.show_history(message.items)
+        self._mark_shortened()
+        prompt = self.query_one(Prompt)
+        if message.refill:
+            typed = prompt.text.strip()
+            # What was already typed is kept below the returned message rather than lost.
+            prompt.load_text(message.refill + (f"\n\n{typed}" if typed else ""))
+            prompt.move_cursor(prompt.document.end)
+        prompt.focus()
+        self.notify(
+            f"Rewound to seq {message.to_seq}; the log keeps everything after it.", timeout=4, markup=False
+        )
+        self._set_busy(None)
+        self._refresh_inspector()
+
+
+def compaction_notice(report: Mapping[str, Any], *, declined: bool = False) -> tuple[str, str]:
+    """One line for a notification about how a compaction ended, and its severity."""
+    from foya_tui.ui.widgets.budget_meter import one_line, tokens
+    from foya_tui.ui.widgets.checkpoint_tree import counted
+
+    outcome = one_line(report.get("outcome"))
+    reason = one_line(report.get("reason"))
+    if outcome == "accepted":
+        before, after = tokens(report.get("tokens_before")), tokens(report.get("tokens_after"))
+        segments = counted(tokens(report.get("segments")), "segment", "segments")
+        shape = f"{segments}, level {tokens(report.get('level'))}"
+        return f"Context compacted: {before:,} → {after:,} tokens ({shape}).", "information"
+    if declined:
+        return "Compaction declined; nothing was committed.", "information"
+    if outcome == "cancelled":
+        return "Compaction cancelled; nothing was written.", "information"
+    if outcome == "nothing_to_compact":
+        return f"Nothing to compact: {reason}.", "information"
+    severity = "error" if outcome == "failed" else "warning"
+    return f"Compaction {outcome.replace('_', ' ')}: {reason}", severity

@@ -6,6 +6,10 @@ dict) into a `report` reactive with `data_bind`; `compute_reading` turns it into
 `MeterReading`; the meter's parts are bound to that reading and only render it. Nothing here
 counts tokens or reads the store: every number arrives in the report. Text is assembled as
 `Content` from plain strings, so a model name such as `[bold]x` is shown literally.
+
+Below the sparkline the meter names the checkpoint the request applies (from the report) and the
+last compaction (a `CompactionStatus` the screen sets from compaction reports): how it ended, or
+the stage of the one running now.
 """
 
 from __future__ import annotations
@@ -62,6 +66,15 @@ def one_line(value: object, limit: int = 300) -> str:
 
 
 @dataclass(frozen=True)
+class CheckpointSummary:
+    """The checkpoint a request applies, as the meter names it (`report["checkpoint"]`)."""
+
+    id: str
+    level: int
+    segments: int
+
+
+@dataclass(frozen=True)
 class MeterReading:
     """A report as the meter shows it: every number clamped, every string one clean line."""
 
@@ -83,6 +96,7 @@ class MeterReading:
     counted_exactly: bool = False
     verdict: str = "ok"
     notices: tuple[str, ...] = ()
+    checkpoint: CheckpointSummary | None = None
 
     @property
     def scale(self) -> int:
@@ -136,7 +150,95 @@ def read_report(report: Mapping[str, Any] | None) -> MeterReading:
         notices=tuple(one_line(n) for n in notices if one_line(n))
         if isinstance(notices, list | tuple)
         else (),
+        checkpoint=read_checkpoint(report.get("checkpoint")),
     )
+
+
+def read_checkpoint(raw: object) -> CheckpointSummary | None:
+    """The report's checkpoint (None, or a mapping with id, level and segments); one without an id
+    counts as none."""
+    if not isinstance(raw, Mapping):
+        return None
+    checkpoint_id = one_line(raw.get("id"), 64)
+    if not checkpoint_id:
+        return None
+    return CheckpointSummary(checkpoint_id, tokens(raw.get("level")), tokens(raw.get("segments")))
+
+
+@dataclass(frozen=True)
+class CompactionStatus:
+    """The meter's "last" line: the compaction running now (`stage` set), or how the last one ended
+    (`outcome` set). Built with `compaction_running` or `compaction_ended`, which clamp their input."""
+
+    trigger: str
+    stage: str = ""
+    detail: str = ""
+    """Progress within the stage, e.g. "2/3" while summarising the second of three chunks."""
+    outcome: str = ""
+    phase: str = ""
+    tokens_before: int = 0
+    tokens_after: int | None = None
+    reason: str = ""
+    declined: bool = False
+    """The user looked at the candidate and said no (stored as a rejection)."""
+
+    @property
+    def running(self) -> bool:
+        return not self.outcome
+
+
+def compaction_running(trigger: object, stage: object, detail: object = "") -> CompactionStatus:
+    return CompactionStatus(
+        trigger=one_line(trigger, 20) or "manual", stage=one_line(stage, 20), detail=one_line(detail, 12)
+    )
+
+
+def compaction_ended(report: Mapping[str, Any], *, declined: bool = False) -> CompactionStatus:
+    """From `CompactionResult.report()` (or a stored diagnostic, which has the same fields)."""
+    after = report.get("tokens_after")
+    return CompactionStatus(
+        trigger=one_line(report.get("trigger"), 20) or "manual",
+        outcome=one_line(report.get("outcome"), 30) or "failed",
+        phase=one_line(report.get("phase"), 20),
+        tokens_before=tokens(report.get("tokens_before")),
+        tokens_after=None if after is None else tokens(after),
+        reason=one_line(report.get("reason")),
+        declined=declined,
+    )
+
+
+def short_tokens(value: int) -> str:
+    """A token count in at most five characters: 812, 9.8k, 12k, 1.2M."""
+    if value < 1000:
+        return str(value)
+    if value < 10_000:
+        return f"{value / 1000:.1f}k"
+    if value < 1_000_000:
+        return f"{value // 1000}k"
+    return f"{value / 1_000_000:.1f}M"
+
+
+def checkpoint_text(checkpoint: CheckpointSummary) -> str:
+    """`7a91… L1 · 3 seg` (the id shortened as the inspector shows it)."""
+    return f"{checkpoint.id[:4]}… L{checkpoint.level} · {checkpoint.segments} seg"
+
+
+def status_text(status: CompactionStatus) -> tuple[str, str]:
+    """The "last" line and its style role: `last: pre_turn ✓ 9.8k→2.1k`, `last: budget ✗ suppressed`,
+    or, while one runs, `manual: summarising 2/3…`."""
+    if status.running:
+        detail = f" {status.detail}" if status.detail else ""
+        return f"{status.trigger}: {status.stage}{detail}…", "running"
+    if status.outcome == "accepted":
+        after = short_tokens(status.tokens_after or 0)
+        return f"last: {status.phase or status.trigger} ✓ {short_tokens(status.tokens_before)}→{after}", "ok"
+    if status.declined:
+        return f"last: {status.trigger} · declined", "dim"
+    if status.outcome == "nothing_to_compact":
+        return f"last: {status.trigger} · nothing to do", "dim"  # the full phrase would wrap
+    if status.outcome == "cancelled":
+        return f"last: {status.trigger} · cancelled", "dim"
+    return f"last: {status.trigger} ✗ {status.outcome.replace('_', ' ')}", "failed"
 
 
 def clean_steps(steps: object) -> tuple[int, ...]:
@@ -277,6 +379,9 @@ STYLES = {
     "measured+estimate": "bold $text-primary",
     "estimate": "bold $text-warning",
     "notice": "$text-warning",
+    "running": "bold $text-primary",
+    "ok": "$text-success",
+    "failed": "$text-warning",
 }
 
 
@@ -368,6 +473,32 @@ class StepSparkline(MeterPart):
         return Content.assemble((line, STYLES["working_set"]), (label, STYLES["dim"]))
 
 
+class MeterCompaction(MeterPart):
+    """`CHECKPOINT 7a91… L1 · 3 seg` and `last: pre_turn ✓ 9.8k→2.1k` (or the running stage);
+    hidden while there is neither, so a session that never compacted shows nothing here."""
+
+    compaction: reactive[CompactionStatus | None] = reactive(None, layout=True)
+
+    def watch_reading(self) -> None:
+        self._show()
+
+    def watch_compaction(self) -> None:
+        self._show()
+
+    def _show(self) -> None:
+        self.display = self.reading.checkpoint is not None or self.compaction is not None
+
+    def render(self) -> Content:
+        lines: list[Content] = []
+        checkpoint = self.reading.checkpoint
+        if checkpoint is not None:
+            lines.append(Content.assemble(("CHECKPOINT ", "bold"), checkpoint_text(checkpoint)))
+        if self.compaction is not None:
+            text, role = status_text(self.compaction)
+            lines.append(Content.styled(text, STYLES[role]))
+        return Content("\n").join(lines)
+
+
 class MeterNotices(MeterPart):
     """The compiler's notices (caps hit, unknown window, shortened results), one line each."""
 
@@ -403,6 +534,7 @@ class BudgetMeter(VerticalScroll):
         &.-handoff > MeterTitle { color: $text-warning; }
         &.-compact > MeterTitle { color: $text-error; }
         & > MeterBar, & > MeterDetails, & > StepSparkline, & > MeterNotices { margin: 1 0 0 0; }
+        & > MeterCompaction { margin: 1 0 0 0; display: none; }
         & > MeterBar { margin: 0; }
     }
     """
@@ -410,6 +542,8 @@ class BudgetMeter(VerticalScroll):
     can_focus = False  # read at a glance: Tab moves between the prompt and the messages only
     report: reactive[Mapping[str, Any] | None] = reactive(None, always_update=True)
     steps: reactive[tuple[int, ...]] = reactive(())
+    compaction: reactive[CompactionStatus | None] = reactive(None)
+    """The last compaction, or the one running now (None: none since the session opened)."""
     reading: reactive[MeterReading] = reactive(EMPTY_READING)
 
     def compose(self) -> ComposeResult:
@@ -417,6 +551,7 @@ class BudgetMeter(VerticalScroll):
         yield MeterBar().data_bind(BudgetMeter.reading)
         yield MeterDetails().data_bind(BudgetMeter.reading)
         yield StepSparkline().data_bind(BudgetMeter.steps)
+        yield MeterCompaction().data_bind(BudgetMeter.reading, BudgetMeter.compaction)
         yield MeterNotices().data_bind(BudgetMeter.reading)
 
     def validate_report(self, report: object) -> Mapping[str, Any] | None:
@@ -424,6 +559,9 @@ class BudgetMeter(VerticalScroll):
 
     def validate_steps(self, steps: object) -> tuple[int, ...]:
         return clean_steps(steps)
+
+    def validate_compaction(self, status: object) -> CompactionStatus | None:
+        return status if isinstance(status, CompactionStatus) else None
 
     def compute_reading(self) -> MeterReading:
         return read_report(self.report)

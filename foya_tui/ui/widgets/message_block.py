@@ -5,16 +5,22 @@ which does not parse Textual markup either. Both are cleaned of terminal escapes
 
 An assistant block holds a whole turn: the text of each step and its tool calls (ToolBlocks), in
 the order they happened; text that follows a tool call goes into a new Markdown segment below it.
+
+A block can take the focus (Tab, or a click); `r` then asks the screen to rewind the conversation
+to it. A block knows the seqs of its first and last events once they are stored (`seq`,
+`last_seq`), which is where a rewind goes: before a user message, after a reply.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
 from rich.text import Text
 from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
 from textual.containers import Vertical
+from textual.message import Message
 from textual.widgets import Label, Static
 
 from foya_tui.runtime.text import strip_control
@@ -43,8 +49,25 @@ def split_escape_tail(text: str) -> tuple[str, str]:
     return text[:cut], text[cut:]
 
 
-class MessageBlock(Vertical):
+class MessageBlock(Vertical, can_focus=True):
     """A message in the conversation. Assistant blocks can stream their text in."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding(
+            "r",
+            "rewind",
+            "rewind to here",
+            id="message.rewind",
+            tooltip="Go back to this message: later messages leave the conversation (the log keeps them)",
+        ),
+    ]
+
+    class RewindRequested(Message):
+        """The user asked to rewind the conversation to this block (the screen confirms first)."""
+
+        def __init__(self, block: MessageBlock) -> None:
+            super().__init__()
+            self.block = block
 
     def __init__(
         self,
@@ -53,11 +76,16 @@ class MessageBlock(Vertical):
         *,
         notes: tuple[str, ...] = (),
         parts: Sequence[str | ToolItem] = (),
+        seq: int | None = None,
+        last_seq: int | None = None,
     ) -> None:
         """`parts` (stored history) are the text segments and tool calls of a turn, in order; when
-        given, they are shown instead of `text`."""
+        given, they are shown instead of `text`. `seq` and `last_seq` are the seqs of the message's
+        first and last events (None until stored)."""
         super().__init__(classes=f"message -{role}")
         self.role = role
+        self.seq = seq
+        self.last_seq = last_seq
         self._text = strip_control(text)
         self._notes = notes
         self._parts = tuple(parts)
@@ -100,6 +128,9 @@ class MessageBlock(Vertical):
         if self.role == "assistant":
             return "\n\n".join(source for markdown in self._markdowns() if (source := markdown.source))
         return self._text
+
+    def action_rewind(self) -> None:
+        self.post_message(self.RewindRequested(self))
 
     @property
     def tools(self) -> list[ToolBlock]:

@@ -43,18 +43,31 @@ class HistoryItem:
     marker: str | None = None
     """A dim line after the message, e.g. when the reply was cancelled."""
     parts: tuple[str | ToolItem, ...] = ()
+    seq: int | None = None
+    """The seq of the message's first event (for a rewind to just before it)."""
+    last_seq: int | None = None
+    """The seq of its last event: a turn's last reply or tool result (for a rewind to just after it)."""
 
 
 @dataclass
 class _Turn:
     """An assistant item being built from one step after another."""
 
+    seq: int
+    last_seq: int
     parts: list[str | ToolItem] = field(default_factory=list)
     marker: str | None = None
 
     def item(self) -> HistoryItem:
         texts = [part for part in self.parts if isinstance(part, str)]
-        return HistoryItem("assistant", "\n\n".join(texts), marker=self.marker, parts=tuple(self.parts))
+        return HistoryItem(
+            "assistant",
+            "\n\n".join(texts),
+            marker=self.marker,
+            parts=tuple(self.parts),
+            seq=self.seq,
+            last_seq=self.last_seq,
+        )
 
 
 def _outcome(event: Event, content: str) -> ToolOutcome:
@@ -106,22 +119,24 @@ def history_items(events: Iterable[Event]) -> list[HistoryItem]:
                 part = turn.parts[index]
                 assert isinstance(part, ToolItem)
                 turn.parts[index] = replace(part, outcome=_outcome(event, content))
+                turn.last_seq = event.seq
             else:
                 close_turn()
                 orphan = ToolItem(
                     message.tool_call_id or "", message.name or "tool", "", _outcome(event, content)
                 )
-                items.append(HistoryItem("tool", "", parts=(orphan,)))
+                items.append(HistoryItem("tool", "", parts=(orphan,), seq=event.seq, last_seq=event.seq))
             continue
         pending.clear()
         if message.role is not Role.ASSISTANT:
             close_turn()
-            items.append(HistoryItem(str(message.role), content))
+            items.append(HistoryItem(str(message.role), content, seq=event.seq, last_seq=event.seq))
             continue
         # A step continues the turn when the previous one called tools; otherwise it is a new message.
         if turn is None or not turn.parts or not isinstance(turn.parts[-1], ToolItem) or turn.marker:
             close_turn()
-            turn = _Turn()
+            turn = _Turn(event.seq, event.seq)
+        turn.last_seq = event.seq
         if content:
             turn.parts.append(content)
         for call in message.tool_calls:
@@ -172,7 +187,16 @@ class MessageList(VerticalScroll):
             noun = "message" if hidden == 1 else "messages"
             widgets.append(Static(Text(f"{hidden:,} earlier {noun} not shown"), classes="earlier"))
         for item in items[hidden:]:
-            widgets.append(MessageBlock(item.role, item.text, notes=item.notes, parts=item.parts))
+            widgets.append(
+                MessageBlock(
+                    item.role,
+                    item.text,
+                    notes=item.notes,
+                    parts=item.parts,
+                    seq=item.seq,
+                    last_seq=item.last_seq,
+                )
+            )
             if item.marker:
                 widgets.append(marker_line(item.marker))
         self._hint.display = not widgets
