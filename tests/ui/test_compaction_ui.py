@@ -41,6 +41,7 @@ from foya_tui.ui.widgets.budget_meter import (
     compaction_running,
     read_report,
     short_tokens,
+    sparkline,
     status_text,
 )
 from foya_tui.ui.widgets.checkpoint_tree import TreeEntry, ledger_counts_text
@@ -693,3 +694,10 @@ def test_the_checkpoint_is_read_from_the_report() -> None:
     reading = read_report({"checkpoint": {"id": "7a91c3", "level": 1, "segments": 3, "through_seq": 40}})
     assert reading.checkpoint is not None
     assert (reading.checkpoint.id, reading.checkpoint.level, reading.checkpoint.segments) == ("7a91c3", 1, 3)
+
+
+def test_a_compaction_is_a_visible_drop_in_the_sparkline() -> None:
+    # Heights run from zero to the largest step, so the step after a compaction is visibly lower.
+    line = sparkline([3_100, 3_900, 4_800, 2_100, 2_400], 5)
+    assert line == "▆▇█▄▅"
+    assert line[3] < line[2]

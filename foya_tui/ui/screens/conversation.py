@@ -353,7 +353,7 @@ class ConversationScreen(Screen[None]):
         self.notify(message.reason, severity="error", markup=False)
         if self.turn_running:
             await self._end_turn(f"✗ {message.reason}")
-        else:
+        elif not self.compacting:  # a manual compaction ends with its own message
             self._set_busy(None)
 
     async def on_runtime_updated(self, message: RuntimeUpdated) -> None:
@@ -375,8 +375,10 @@ class ConversationScreen(Screen[None]):
             self.context_report = update.report
             self._follow_shortened(update.report)
         elif isinstance(update, CompactionProgressed):
-            # Triggered inside the turn (budget or provider overflow): its stage replaces "last".
-            self.compaction_status = compaction_running(update.trigger, update.stage, update.detail)
+            # Triggered inside the turn (budget or provider overflow): its stage replaces "last";
+            # "done" is followed at once by CompactionFinished, which says how it ended.
+            if update.stage != "done":
+                self.compaction_status = compaction_running(update.trigger, update.stage, update.detail)
         elif isinstance(update, CompactionFinished):
             self.compaction_status = compaction_ended(update.report)
             notice, severity = compaction_notice(update.report)
