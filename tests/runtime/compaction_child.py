@@ -51,6 +51,9 @@ STAGES: dict[str, str] = {
     "rebuild_begin": "recovery: CompactionStore.put_row was called for a damaged row (P-3)",
     "rebuild_inserted": "recovery: the rebuilt row is inserted, its transaction not committed",
     "rebuild_committed": "recovery: the rebuilt row is committed",
+    "drop_begin": "recovery: CompactionStore.delete_row was called for a stray row (P-3)",
+    "drop_deleted": "recovery: the stray row is deleted, its transaction not committed",
+    "drop_committed": "recovery: the deletion is committed",
 }
 
 
@@ -184,6 +187,7 @@ def install(stage: str) -> None:
     wrap(TextCompactor, "summarise", "summarise", "summarised")
     wrap(service, "acceptance_problems", "validating", None)
     wrap(CompactionStore, "put_row", "rebuild_begin", "rebuild_committed", scoped="put_row")
+    wrap(CompactionStore, "delete_row", "drop_begin", "drop_committed", scoped="delete_row")
 
     original_commit = CompactionStore.commit
 
@@ -227,6 +231,8 @@ def install(stage: str) -> None:
             at({"commit": "row_inserted", "put_row": "rebuild_inserted"}.get(where, ""))
         elif sql.startswith("DELETE FROM compaction_fingerprint ") and where == "commit":
             at("fingerprints_cleared")
+        elif sql.startswith("DELETE FROM checkpoint ") and where == "delete_row":
+            at("drop_deleted")
         return cursor
 
     peewee.Database.execute_sql = execute_sql  # type: ignore[method-assign]

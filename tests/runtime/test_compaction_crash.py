@@ -3,8 +3,8 @@ one, and that `foya verify` passes afterwards (SPEC H-5, P-1, P-3, C-14).
 
 A child process (`compaction_child.py`) runs the real Runtime on a real SQLite file with the
 offline simulator and is SIGKILLed: (a) at every named stage of the commit transaction, of the
-summary request and of a recovery rebuild; (b) at seeded random moments, many times. After each
-kill a fresh Runtime in this process and `foya verify` read what is on disk.
+summary request and of a recovery that rebuilds or deletes a row; (b) at seeded random moments,
+many times. After each kill a fresh Runtime in this process and `foya verify` read what is on disk.
 """
 
 from __future__ import annotations
@@ -51,6 +51,8 @@ COMMIT_STAGES = (
     "committed",
 )
 REBUILD_STAGES = ("rebuild_begin", "rebuild_inserted", "rebuild_committed")
+DROP_STAGES = ("drop_begin", "drop_deleted", "drop_committed")
+STRAY = "f" * 64
 FINGERPRINT = "an-earlier-deterministic-failure"
 
 
@@ -154,7 +156,9 @@ class Base:
     old_id: str | None
     """The current checkpoint before the child runs (None: the session has none)."""
     damaged: dict[str, str]
-    """Checkpoint rows damaged on purpose (id → the damaged body), for the recovery stages."""
+    """Checkpoint rows damaged on purpose (id → the damaged body): the next read rebuilds them."""
+    stray: dict[str, str]
+    """Rows no completion event names (id → body): the next read deletes them (P-3)."""
 
 
 @dataclass(frozen=True)
@@ -165,6 +169,8 @@ class Bases:
     """A checkpoint A, then more work steps: the child commits B (previous id A)."""
     damaged: Base
     """`second` with A's row damaged: the child's first read rebuilds it (P-3)."""
+    stray: Base
+    """`second` plus a row no completion event names: the child's first read deletes it (P-3)."""
     workdir: Path
 
 
@@ -207,12 +213,22 @@ def bases(tmp_path_factory: pytest.TempPathFactory, server: ChildServer) -> Base
         broken = body.replace("## Goal", "## Gaol", 1)  # one byte
         assert broken != body
         connection.execute("UPDATE checkpoint SET body = ? WHERE id = ?", (broken, old_id))
-    for database in (fresh, second, damaged):
+
+    stray = folder / "stray" / "foya.sqlite3"
+    stray.parent.mkdir()
+    shutil.copy(second, stray)
+    with contextlib.closing(sqlite3.connect(stray)) as connection, connection:
+        connection.execute(
+            "INSERT INTO checkpoint (session_id, id, event_seq, body) VALUES (?, ?, ?, ?)",
+            (session_id, STRAY, 9_999, body),
+        )
+    for database in (fresh, second, damaged, stray):
         assert not database.with_name("foya.sqlite3-wal").exists()  # closed cleanly: one file to copy
     return Bases(
-        fresh=Base(fresh, session_id, None, {}),
-        second=Base(second, session_id, old_id, {}),
-        damaged=Base(damaged, session_id, old_id, {old_id: broken}),
+        fresh=Base(fresh, session_id, None, {}, {}),
+        second=Base(second, session_id, old_id, {}, {}),
+        damaged=Base(damaged, session_id, old_id, {old_id: broken}, {}),
+        stray=Base(stray, session_id, old_id, {}, {STRAY: body}),
         workdir=workdir,
     )
 
@@ -294,31 +310,36 @@ def check_old_or_new(
         for seq, kind, text, _ in after.events
         if kind == EventKind.COMPACTION_COMPLETED and (payload := json.loads(text))
     }
-    still_damaged = []
+    # Damage we made (not the crash) that a recovery killed before its commit left in place:
+    # id → what the next read does with it.
+    still_damaged: dict[str, str] = {}
     for checkpoint_id, (seq, body) in after.rows.items():
         if base.damaged.get(checkpoint_id) == body:
-            still_damaged.append(checkpoint_id)  # damage we made; a rebuild killed before its commit
-            continue
-        # Every other row is an exact copy of its completion event (P-1), never a partial one.
-        assert checkpoint_id in completions, f"row {checkpoint_id[:12]} has no completion event"
-        assert (seq, json.loads(body)) == completions[checkpoint_id]
+            still_damaged[checkpoint_id] = "rebuilt"
+        elif base.stray.get(checkpoint_id) == body:
+            still_damaged[checkpoint_id] = "deleted"
+        else:
+            # Every other row is an exact copy of its completion event (P-1), never a partial one.
+            assert checkpoint_id in completions, f"row {checkpoint_id[:12]} has no completion event"
+            assert (seq, json.loads(body)) == completions[checkpoint_id]
+    kept = set(after.rows) - set(base.stray)  # a stray row may be gone: that deletion committed
     if not added:
         outcome, expected_id = "old", base.old_id
-        assert set(after.rows) == set(before.rows)
+        assert kept == set(before.rows) - set(base.stray)
         assert after.fingerprints == before.fingerprints
     else:
         outcome = "new"
         completion = json.loads(added[0][2])["checkpoint"]
         expected_id = completion["id"]
         assert completion["previous_id"] == base.old_id
-        assert set(after.rows) == set(before.rows) | {expected_id}
+        assert kept == set(before.rows) - set(base.stray) | {expected_id}
         assert json.loads(added[1][2])["checkpoint_id"] == expected_id
         assert after.fingerprints == []  # cleared in the same transaction (C-14)
 
     # `foya verify` in a fresh process, before anything reads (and repairs) the session.
     code, output = foya_verify(database, base.session_id, subprocess_run=cli_subprocess)
     if still_damaged:
-        assert code == 1 and still_damaged[0][:12] in output, output  # damage we made, not the crash
+        assert code == 1 and all(key[:12] in output for key in still_damaged), output
     else:
         assert code == 0, output
 
@@ -329,7 +350,10 @@ def check_old_or_new(
         if state.current is not None:
             assert json.loads(state.current.serialised()) == completions[state.current.id][1]
         if still_damaged:
-            assert len(state.notices) == 1 and "rebuilt from its completion event" in state.notices[0]
+            # Each repair is said once, naming the row: never silent (P-3).
+            assert len(state.notices) == len(still_damaged), state.notices
+            for key, action in still_damaged.items():
+                assert any(key[:12] in notice and action in notice for notice in state.notices), state.notices
         else:
             assert state.notices == ()
         view = runtime.context(base.session_id)
@@ -340,6 +364,9 @@ def check_old_or_new(
     if still_damaged:
         code, output = foya_verify(database, base.session_id, subprocess_run=cli_subprocess)
         assert code == 0, output
+    healed = stored(database, base.session_id).rows
+    assert not set(healed) & set(base.stray)
+    assert all((seq, json.loads(body)) == completions[key] for key, (seq, body) in healed.items())
     return outcome
 
 
@@ -392,11 +419,27 @@ def test_a_kill_while_recovery_rebuilds_a_damaged_row_leaves_it_damaged_or_rebui
     check_usable_again(server, database, base, bases.workdir, "old")
 
 
+@pytest.mark.parametrize("stage", DROP_STAGES)
+def test_a_kill_while_recovery_deletes_a_stray_row_leaves_it_there_or_gone(
+    server: ChildServer, bases: Bases, tmp_path: Path, stage: str
+) -> None:
+    base = bases.stray
+    database = copy_base(base, tmp_path / "run")
+    before = stored(database, base.session_id)
+
+    end = server.run(database, base.session_id, bases.workdir, stage)
+
+    assert end.killed, f"the child never reached stage {stage!r}: {end}"
+    assert (STRAY in stored(database, base.session_id).rows) is (stage != "drop_committed")
+    assert check_old_or_new(database, base, before, bases.workdir, cli_subprocess=True) == "old"
+    check_usable_again(server, database, base, bases.workdir, "old")
+
+
 def test_the_child_without_a_kill_commits_a_valid_checkpoint(
     server: ChildServer, bases: Bases, tmp_path: Path
 ) -> None:
     """The control run: the same child, no hook fires, and the checks see the new checkpoint."""
-    for base in (bases.fresh, bases.second, bases.damaged):
+    for base in (bases.fresh, bases.second, bases.damaged, bases.stray):
         database = copy_base(base, tmp_path / base.database.parent.name)
         before = stored(database, base.session_id)
         end = server.run(database, base.session_id, bases.workdir)
@@ -421,7 +464,7 @@ def test_kills_at_random_moments_always_leave_a_consistent_session(
         durations.append(time.perf_counter() - started)
     window = statistics.median(durations) * 1.15
     outcomes: dict[str, int] = {"old": 0, "new": 0}
-    choices = (bases.fresh, bases.second, bases.damaged)
+    choices = (bases.fresh, bases.second, bases.damaged, bases.stray)
     for run in range(RANDOM_RUNS):
         base = choices[run % len(choices)]
         database = copy_base(base, tmp_path / f"run-{run}")
