@@ -1,8 +1,10 @@
-"""Provides the README screenshot: `python tests/snapshots/make_screenshot.py` writes docs/screenshot.*.
+"""Provides the README screenshots: `python tests/snapshots/make_screenshot.py` writes
+docs/screenshot.* (the conversation) and docs/inspector.* (checkpoints and segments).
 
 It runs the snapshot tests' fixed scene headless, holds a short conversation with the offline
-simulator and exports the screen. The PNG needs cairosvg (`pip install cairosvg`, not a project
-dependency) or `rsvg-convert` (Debian: librsvg2-bin); without either, only the SVG is written.
+simulator (for the inspector: the snapshot tests' compaction history) and exports the screens.
+The PNG needs cairosvg (`pip install cairosvg`, not a project dependency) or `rsvg-convert`
+(Debian: librsvg2-bin); without either, only the SVG is written.
 """
 
 from __future__ import annotations
@@ -14,11 +16,23 @@ import sys
 import tempfile
 from pathlib import Path
 
-from snapshot_scene import fixed_surroundings, make_app, open_runtime, send
+from snapshot_scene import (
+    SEGMENTED,
+    compaction_history,
+    fixed_surroundings,
+    make_app,
+    open_runtime,
+    send,
+    wait_until,
+)
+
+from foya_tui.ui.app import FoyaApp
+from foya_tui.ui.screens.inspector import InspectorScreen
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 MESSAGES = ("hello", "what files are in this project?")
 SIZE = (120, 34)  # wide enough for the budget meter's sidebar (it needs 100 columns)
+INSPECTOR_SIZE = (120, 48)
 
 
 async def export_svg() -> str:
@@ -30,6 +44,22 @@ async def export_svg() -> str:
                 for text in MESSAGES:
                     await send(pilot, text)
                 return app.export_screenshot(title="Foya")
+        finally:
+            runtime.close()
+
+
+async def export_inspector_svg() -> str:
+    with fixed_surroundings(), tempfile.TemporaryDirectory() as data_dir:
+        runtime = open_runtime(Path(data_dir), settings=SEGMENTED)
+        try:
+            app = FoyaApp(runtime, session_id=compaction_history(runtime))
+            async with app.run_test(size=INSPECTOR_SIZE) as pilot:
+                await wait_until(pilot, lambda: app.conversation.ready)
+                await pilot.press("f2")
+                await wait_until(
+                    pilot, lambda: isinstance(app.screen, InspectorScreen) and app.screen.report is not None
+                )
+                return app.export_screenshot(title="Foya · inspector")
         finally:
             runtime.close()
 
@@ -51,14 +81,15 @@ def to_png(svg: Path, png: Path) -> bool:
 
 def main() -> int:
     DOCS.mkdir(exist_ok=True)
-    svg = DOCS / "screenshot.svg"
-    svg.write_text(asyncio.run(export_svg()), encoding="utf-8")
-    print(f"wrote {svg}")
-    png = DOCS / "screenshot.png"
-    if to_png(svg, png):
-        print(f"wrote {png}")
-    else:
-        print("no rsvg-convert or cairosvg: PNG not written", file=sys.stderr)
+    for name, export in (("screenshot", export_svg), ("inspector", export_inspector_svg)):
+        svg = DOCS / f"{name}.svg"
+        svg.write_text(asyncio.run(export()), encoding="utf-8")
+        print(f"wrote {svg}")
+        png = DOCS / f"{name}.png"
+        if to_png(svg, png):
+            print(f"wrote {png}")
+        else:
+            print("no rsvg-convert or cairosvg: PNG not written", file=sys.stderr)
     return 0
 
 

@@ -10,6 +10,7 @@ Every path spends at most `[compaction] max_requests` provider requests.
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -262,18 +263,14 @@ class CompactionService:
         session_id = attempt.session_id
 
         def check() -> None:
-            control = self._store.control_events(session_id)
-            if (control[-1].seq if control else 0) != proposal.control_seq:
+            # C-12's lineage and source conditions, re-checked under the write lock. The candidate
+            # passed all six when it was made; since then only a completion, an undo or a rewind
+            # can change the current checkpoint or the covered events (events are immutable, and
+            # appends after the prefix do not touch its digest), and each is a control event. So
+            # comparing the newest control seq is exact, and holds the lock for one indexed query
+            # rather than re-hashing the whole prefix (0.65 s at 100,000 events).
+            if self._store.last_control_seq(session_id) != proposal.control_seq:
                 raise _Stale("another checkpoint, undo or rewind happened meanwhile (lineage is stale)")
-            problems = acceptance_problems(
-                checkpoint,
-                current_checkpoint_id=checkpoint.previous_id,
-                source_digest_now=self._store.source_digest(session_id, checkpoint.through_seq).digest,
-                projection_before=checkpoint.tokens_before,
-                projection_after=checkpoint.tokens_after,
-            )
-            if problems:
-                raise _Stale("; ".join(problems))
 
         reason = (
             f"{len(checkpoint.segments)} segment(s), level {checkpoint.level}, "
@@ -318,8 +315,7 @@ class CompactionService:
         control_seq = state.control_seq
 
         def check() -> None:
-            control = self._store.control_events(session_id)
-            if (control[-1].seq if control else 0) != control_seq:
+            if self._store.last_control_seq(session_id) != control_seq:
                 raise CompactionError("the session's checkpoints changed meanwhile; look again and retry")
 
         self._store.append_checked(
@@ -529,6 +525,7 @@ class CompactionService:
             for event in covered
             if event.kind is EventKind.TOOL_RESULT and event.payload.get("is_error") is True
         )
+        covered_seqs = [event.seq for event in covered]
         chunks: list[_Chunk] = []
         units: list[Unit] = []
         lines: list[str] = []
@@ -544,13 +541,13 @@ class CompactionService:
                 unit_lines = transcript_lines(entries, chars, error_seqs)
                 tokens = counter.count("\n".join(unit_lines))
             if units and used + tokens > room:
-                chunks.append(self._chunk(chunks, plan, units, lines, covered))
+                chunks.append(self._chunk(chunks, plan, units, lines, covered, covered_seqs))
                 units, lines, used = [], [], 0
             units.append(unit)
             lines.extend(unit_lines)
             used += tokens
         if units:
-            chunks.append(self._chunk(chunks, plan, units, lines, covered))
+            chunks.append(self._chunk(chunks, plan, units, lines, covered, covered_seqs))
         return chunks
 
     @staticmethod
@@ -560,10 +557,13 @@ class CompactionService:
         units: Sequence[Unit],
         lines: Sequence[str],
         covered: Sequence[Event],
+        covered_seqs: Sequence[int],
     ) -> _Chunk:
         first = before[-1].through_seq + 1 if before else plan.from_seq
         last = units[-1].last_seq
-        return _Chunk(first, last, tuple(lines), tuple(e for e in covered if first <= e.seq <= last))
+        # `covered` is in seq order: slicing by bisection keeps chunking linear in the prefix.
+        events = covered[bisect.bisect_left(covered_seqs, first) : bisect.bisect_right(covered_seqs, last)]
+        return _Chunk(first, last, tuple(lines), tuple(events))
 
     def _backed_off(self, session_id: str, route: Route, plan: Plan) -> Plan | None:
         """SPEC C-13: cover no more than the route's accepted boundary; without one, half the units."""

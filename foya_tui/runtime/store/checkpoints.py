@@ -150,6 +150,15 @@ class CompactionStore:
         """The events that decide which checkpoint is current: completions, undos and rewinds."""
         return self._kind_events(session_id, CONTROL_KINDS)
 
+    def last_control_seq(self, session_id: str) -> int:
+        """The newest completion, undo or rewind seq (0 if none): what lineage checks compare."""
+        marks = ", ".join("?" for _ in CONTROL_KINDS)
+        found = self._sql.execute_sql(
+            f"SELECT MAX(seq) FROM event WHERE session_id = ? AND kind IN ({marks})",
+            (session_id, *CONTROL_KINDS),
+        ).fetchone()
+        return int(found[0] or 0)
+
     def diagnostics(self, session_id: str) -> list[Event]:
         return self._kind_events(session_id, (str(EventKind.COMPACTION_DIAGNOSTIC),))
 

@@ -101,6 +101,7 @@ def migrate_to_3(database: peewee.Database, tables: Tables) -> None:
       be deleted (it is not canonical history).
     - `accepted_boundary`: per (session, route) the last request the provider accepted (C-13).
     - `compaction_fingerprint`: deterministic compaction failures, at most 16 per session (C-14).
+    - an index of events by kind.
     """
     database.execute_sql(
         "CREATE TABLE IF NOT EXISTS checkpoint ("
@@ -123,6 +124,9 @@ def migrate_to_3(database: peewee.Database, tables: Tables) -> None:
         " PRIMARY KEY (session_id, route_id)"
         ") WITHOUT ROWID"
     )
+    # Compaction reads events by kind (completions, undos, rewinds, diagnostics) on every check;
+    # without this index each read scans the whole session.
+    database.execute_sql("CREATE INDEX IF NOT EXISTS event_by_kind ON event (session_id, kind, seq)")
     database.execute_sql(
         "CREATE TABLE IF NOT EXISTS compaction_fingerprint ("
         " session_id TEXT NOT NULL REFERENCES session (id) ON DELETE RESTRICT,"
