@@ -290,7 +290,7 @@ def format_inspect(report: dict) -> str:
         if "segments" not in checkpoint:
             lines.append(f"  {mark} {checkpoint['id'][:12]}  invalid: {checkpoint['problem']}")
             continue
-        state = "current" if checkpoint["current"] else ("superseded" if checkpoint["usable"] else "void")
+        state = checkpoint["status"]
         if checkpoint["problem"]:
             state += f" ({checkpoint['problem']})"
         lines.append(

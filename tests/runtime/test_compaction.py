@@ -587,6 +587,8 @@ def test_undo_makes_the_previous_checkpoint_current_by_a_new_event(scripted: Run
     count = len(raw_rows(scripted, session_id))
     assert scripted.undo_compaction(session_id) == (second.id, first.id)
     assert scripted.context(session_id).checkpoint_id == first.id
+    statuses = [c["status"] for c in scripted.inspect(session_id).to_json()["checkpoints"]]
+    assert statuses == ["current", "undone"]
     assert scripted.undo_compaction(session_id) == (first.id, None)
     assert scripted.context(session_id).checkpoint_id is None
     with pytest.raises(CompactionError):

@@ -52,11 +52,34 @@ class InspectReport:
     rewound: tuple[RewoundRange, ...]
     notices: tuple[str, ...]
 
+    lineage: tuple[str, ...] = ()
+    """Ids of the usable checkpoints after the last rewind, oldest first."""
+
+    def status(self, record: CheckpointRecord) -> str:
+        """`current`, `earlier` (superseded, can be made current by undo), `undone` (newer than the
+        current one, made non-current by an undo), `void` (before a rewind: P-6) or `invalid`."""
+        if record.id == self.current_id:
+            return "current"
+        if not record.usable and record.problem is not None and "voided" in record.problem:
+            return "void"
+        if record.checkpoint is None:
+            return "invalid"
+        if record.id in self.lineage and (
+            self.current_id is None
+            or self.current_id not in self.lineage
+            or self.lineage.index(record.id) > self.lineage.index(self.current_id)
+        ):
+            return "undone"
+        return "earlier"
+
     def to_json(self) -> dict[str, Any]:
         return {
             "session": self.session_id,
             "current_checkpoint_id": self.current_id,
-            "checkpoints": [_record_json(record, record.id == self.current_id) for record in self.records],
+            "checkpoints": [
+                {**_record_json(record, record.id == self.current_id), "status": self.status(record)}
+                for record in self.records
+            ],
             "diagnostics": [diagnostic.to_json() for diagnostic in self.diagnostics],
             "fingerprints": [
                 {"fingerprint": f.fingerprint, "reason": f.reason, "recorded_at": f.recorded_at}
@@ -154,6 +177,7 @@ def inspect_session(
         boundaries=tuple(compaction.boundaries(session_id)),
         rewound=tuple(rewinds),
         notices=state.notices,
+        lineage=state.lineage,
     )
 
 
