@@ -57,11 +57,11 @@ class InspectReport:
 
     def status(self, record: CheckpointRecord) -> str:
         """`current`, `earlier` (superseded, can be made current by undo), `undone` (newer than the
-        current one, made non-current by an undo), `void` (before a rewind: P-6) or `invalid`."""
+        current one, made non-current by an undo), `voided` (before a rewind: P-6) or `invalid`."""
         if record.id == self.current_id:
             return "current"
         if not record.usable and record.problem is not None and "voided" in record.problem:
-            return "void"
+            return "voided"
         if record.checkpoint is None:
             return "invalid"
         if record.id in self.lineage and (

@@ -69,18 +69,8 @@ def clean(text: str) -> str:
 
 
 def checkpoint_status(record: CheckpointRecord, report: InspectReport) -> str:
-    """What a checkpoint is now: current, earlier (superseded by the current one), undone (committed
-    after the current one, then undone), voided (by a rewind, SPEC P-6) or invalid."""
-    if record.id == report.current_id:
-        return "current"
-    if record.checkpoint is None:
-        return "invalid"
-    if not record.usable:
-        return "voided"
-    current = next((r for r in report.records if r.id == report.current_id), None)
-    if current is None or record.event_seq > current.event_seq:
-        return "undone"
-    return "earlier"
+    """What a checkpoint is now: current, earlier, undone, voided or invalid (the report decides)."""
+    return report.status(record)
 
 
 @dataclass(frozen=True)
