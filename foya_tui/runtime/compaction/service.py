@@ -5,7 +5,8 @@ A compaction request never overflows by construction: it is planned against the 
 minus the summary's own output reserve; a prefix that does not fit one request is summarised in
 chunks that do (each a segment, merged as in C-10); a provider that still says "too long" makes
 the plan back off to the route's accepted boundary (C-13), or to half its units, and try again.
-Every path spends at most `[compaction] max_requests` provider requests.
+Every path spends at most `[compaction] max_requests` provider requests beyond the necessary ones
+(one per chunk and per merge), so no failure mode can loop.
 """
 
 from __future__ import annotations
@@ -373,7 +374,8 @@ class CompactionService:
             counter.count(SYSTEM_PROMPT) + counter.count("\n".join(t for _, t in ledger.must_mention())) + 64
         )
         chunks = self._chunks(snapshot, plan, covered, counter, limit - overhead)
-        # Each chunk is one necessary request; `max_requests` bounds repairs, merges and back-offs.
+        # Chunks (and merges, see `_merge`) are necessary requests; `max_requests` bounds repairs
+        # and back-offs on top of them.
         requests.limit = self._settings.max_requests + len(chunks)
         repaired = False
         total = len(chunks)
