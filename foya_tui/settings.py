@@ -120,7 +120,8 @@ class CompactionSettings:
     max_fingerprints: int = 16
     """Failure fingerprints remembered per session (SPEC C-14)."""
     max_requests: int = 8
-    """Provider requests one compaction may spend (chunks, repairs and back-offs together)."""
+    """Provider requests one compaction may spend on repairs and back-offs, on top of the necessary
+    ones (one per chunk of the covered prefix and per merge of their summaries)."""
 
 
 @dataclass(frozen=True)
