@@ -85,6 +85,12 @@ def build_parser() -> argparse.ArgumentParser:
     verify = commands.add_parser("verify", help="re-validate a session's store and checkpoints")
     verify.add_argument("session", metavar="SESSION")
 
+    search = commands.add_parser("search", help="search a session's whole valid history")
+    search.add_argument("session", metavar="SESSION")
+    search.add_argument("query", metavar="QUERY", help='words (all must match) and "phrases"')
+    search.add_argument("--limit", type=int, default=50, help="most hits (default 50)")
+    search.add_argument("--json", action="store_true", help="print JSON")
+
     rewind = commands.add_parser("rewind", help="make history after SEQ invalid (nothing is deleted)")
     rewind.add_argument("session", metavar="SESSION")
     rewind.add_argument("seq", type=int, metavar="SEQ", help="the last event that stays valid (0: all)")
@@ -98,7 +104,19 @@ def _open_runtime(args: argparse.Namespace):
 
     paths = resolve_paths(database=args.db)
     settings = load_settings(paths.config_file)
-    return Runtime(settings, paths, approval_mode=getattr(args, "approval", None))
+    return Runtime(
+        settings, paths, approval_mode=getattr(args, "approval", None), migration_progress=index_progress
+    )
+
+
+INDEX_PROGRESS_FROM = 10_000
+"""Databases with at least this many events say how indexing them for search goes."""
+
+
+def index_progress(done: int, total: int) -> None:
+    """Progress of the migration that indexes an older database for search, on stderr."""
+    if total >= INDEX_PROGRESS_FROM and (done == total or done % max(5_000, total // 10) < 5_000):
+        print(f"foya: indexing history for search: {done:,} of {total:,} events", file=sys.stderr)
 
 
 def _print_json(value: object) -> None:
@@ -339,6 +357,25 @@ def _cmd_verify(args: argparse.Namespace) -> int:
     return EXIT_OK if report.ok else EXIT_FAILED
 
 
+def _cmd_search(args: argparse.Namespace) -> int:
+    with _open_runtime(args) as runtime:
+        hits = runtime.search(args.session, args.query, limit=args.limit)
+    if args.json:
+        _print_json({"hits": [hit.to_json() for hit in hits]})
+        return EXIT_OK
+    if not hits:
+        print(f"no events match {args.query!r}")
+    for hit in hits:
+        covered = hit.covered_by
+        where = (
+            f"  (summarised: checkpoint {covered.checkpoint_id[:12]} seg {covered.segment})"
+            if covered
+            else ""
+        )
+        print(f"seq {hit.seq:>6}  {hit.role or hit.kind:<9} {hit.snippet}{where}")
+    return EXIT_OK
+
+
 def _cmd_rewind(args: argparse.Namespace) -> int:
     with _open_runtime(args) as runtime:
         seq = runtime.rewind(args.session, args.seq)
@@ -354,7 +391,7 @@ def _cmd_tui(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     from foya_tui.runtime.compaction.service import CompactionError
-    from foya_tui.runtime.store import StoreError, UnknownSessionError
+    from foya_tui.runtime.store import SearchError, StoreError, UnknownSessionError
     from foya_tui.runtime.transcripts import TranscriptError
     from foya_tui.settings import SettingsError
 
@@ -370,6 +407,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "inspect": _cmd_inspect,
             "verify": _cmd_verify,
             "rewind": _cmd_rewind,
+            "search": _cmd_search,
         }.get(args.command, _cmd_tui)
         return handler(args)
     except (
@@ -379,6 +417,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         TranscriptError,
         StoreError,
         CompactionError,
+        SearchError,
         ValueError,
     ) as exc:
         message = exc.args[0] if exc.args else str(exc)

@@ -15,7 +15,14 @@ from foya_tui.paths import FoyaPaths
 from foya_tui.runtime.compaction.checkpoint import Phase
 from foya_tui.runtime.compaction.failures import Trigger
 from foya_tui.runtime.compaction.recovery import CheckpointReader
-from foya_tui.runtime.compaction.report import InspectReport, VerifyReport, inspect_session, verify_session
+from foya_tui.runtime.compaction.report import (
+    InspectReport,
+    RecallHit,
+    VerifyReport,
+    inspect_session,
+    search_session,
+    verify_session,
+)
 from foya_tui.runtime.compaction.service import (
     CompactionResult,
     CompactionService,
@@ -31,6 +38,7 @@ from foya_tui.runtime.providers.routes import Route, route_for
 from foya_tui.runtime.session import RetryPolicy, Session, ToolRuntime
 from foya_tui.runtime.store import CompactionStore, EventStore, open_database
 from foya_tui.runtime.store.events import utc_now
+from foya_tui.runtime.store.search import ProgressCallback as IndexProgress
 from foya_tui.runtime.tools.approval import ApprovalPolicy, Approver
 from foya_tui.runtime.tools.registry import default_registry
 from foya_tui.runtime.transcripts import parse_transcript
@@ -59,13 +67,15 @@ class Runtime:
         clock: Callable[[], datetime] = utc_now,
         approval_mode: str | None = None,
         approver: Approver | None = None,
+        migration_progress: IndexProgress | None = None,
     ) -> None:
         """`approval_mode` overrides the settings' (`foya run --approval`); `approver` asks the
-        user in `ask` mode (the TUI's dialog; None in a headless run, which then refuses)."""
+        user in `ask` mode (the TUI's dialog; None in a headless run, which then refuses);
+        `migration_progress` hears how far indexing an older database for search has come."""
         self.settings = settings
         self.paths = paths
         self.workdir = (workdir or Path.cwd()).resolve()
-        self._database = open_database(paths.database)
+        self._database = open_database(paths.database, migration_progress)
         self.store = EventStore(self._database, clock=clock)
         self.compaction_store = CompactionStore(self._database, self.store)
         self.checkpoints = CheckpointReader(self.store, self.compaction_store)
@@ -241,6 +251,12 @@ class Runtime:
             self.checkpoints,
             self.settings.compaction.max_fingerprints,
         )
+
+    def search(self, id_or_prefix: str, query: str, *, limit: int = 50) -> list[RecallHit]:
+        """Events of a session's valid history matching `query`, newest first, each with the
+        checkpoint segment that summarises it (raises SearchError for a query that cannot run)."""
+        info = self.store.find_session(id_or_prefix)
+        return search_session(info.id, query, self.store, self.checkpoints, limit=limit)
 
     def preview_context(self, route: Route | None = None) -> RequestView:
         """What a new conversation's first request would carry before any message (for the meter)."""

@@ -405,12 +405,15 @@ class Session:
         closing each call that did not finish with a recorded 'cancelled' result."""
         assert self._tools is not None
         tools = self._tools
+        state = self._compiler.checkpoint_state(self.id)
+        checkpoint = state.current if state is not None else None
         context = ToolContext(
             workdir=tools.workdir,
             session_id=self.id,
             store=self.store,
             cancel=cancel,
             timeout=tools.shell_timeout,
+            covered=(checkpoint.from_seq, checkpoint.through_seq) if checkpoint is not None else None,
         )
         results: dict[str, ToolResult] = {}
         # Read-only calls of a batch run in parallel; anything with an effect runs alone, in order,

@@ -154,6 +154,7 @@ def run_app(
     """Run the TUI until the user quits; then say on stderr how to resume the session."""
     from foya_tui.paths import resolve_paths
     from foya_tui.runtime.providers.routes import route_for
+    from foya_tui.runtime.schema import needs_migration
     from foya_tui.settings import load_settings
 
     paths = resolve_paths(database=database)
@@ -163,15 +164,20 @@ def run_app(
     route_for(settings, model)
 
     def open_runtime() -> Runtime:
+        from foya_tui.cli import index_progress
         from foya_tui.runtime.runtime import Runtime
 
-        return Runtime(settings, paths)
+        return Runtime(settings, paths, migration_progress=index_progress)
 
     runtime: Runtime | None = None
     session_id = None
-    if session:
-        # Resuming: the id is checked first (an unknown one is exit 2), which opens the database now.
+    if session or needs_migration(paths.database):
+        # Opened before the screen takes the terminal when the id must be checked, or when an older
+        # database is migrated (indexing it for search reports progress on stderr).
         runtime = open_runtime()
+    if session:
+        # Resuming: the id is checked first (an unknown one is exit 2).
+        assert runtime is not None
         try:
             session_id = runtime.store.find_session(session).id
         except Exception:

@@ -183,6 +183,7 @@ class InstantCompactor:
         route: Route,
         build: RequestBuilder,
         ledger: Ledger,
+        seq_range: tuple[int, int],
         cancel: CancelToken,
         budget: RequestBudget,
     ) -> Summary:

@@ -75,8 +75,8 @@ LENGTH_REPLY = "truncated repl"
 # The body of every `summary` reply; Critical Context gets the request's must-mention lines after it.
 SUMMARY_BODIES = (
     "The user wants the loopback scenario summarised.",
-    "- Read the transcript and kept the facts needed to continue. [seq 1]",
-    "- Keep the summary short and factual. [seq 1]",
+    "- Read the transcript and kept the facts needed to continue. [seq {first}]",
+    "- Keep the summary short and factual. [seq {first}]",
     "- Continue with the latest user request.",
     "- The fake server wrote this summary.",
 )
@@ -280,17 +280,24 @@ def is_compaction_request(messages: tuple[Mapping[str, Any], ...]) -> bool:
 
 
 def summary_text(messages: tuple[Mapping[str, Any], ...]) -> str:
-    """The fixed five-section summary, with every must-mention line copied into Critical Context."""
-    must_mention = [
-        line.rstrip()
+    """The fixed five-section summary, citing the first event it covers and with every
+    must-mention line copied into Critical Context."""
+    found = [
+        (tag, attributes, body)
         for message in messages
         if message.get("role") == "user"
-        for tag, _, body in blocks(text_of(message.get("content")))
+        for tag, attributes, body in blocks(text_of(message.get("content")))
+    ]
+    must_mention = [
+        line.rstrip()
+        for tag, _, body in found
         if tag == MUST_MENTION_TAG
         for line in body.splitlines()
         if line.strip()
     ]
-    bodies = [*SUMMARY_BODIES[:-1], "\n".join([*must_mention, SUMMARY_BODIES[-1]])]
+    first = next((attributes["from_seq"] for _, attributes, _ in found if "from_seq" in attributes), "1")
+    bodies = [body.format(first=first) for body in SUMMARY_BODIES[:-1]]
+    bodies.append("\n".join([*must_mention, SUMMARY_BODIES[-1]]))
     return "\n\n".join(f"{heading}\n{body}" for heading, body in zip(SECTION_HEADINGS, bodies, strict=True))
 
 

@@ -49,7 +49,7 @@ def summary(goal: str = "Fix the build.", critical: str = "Paths: none.") -> str
     return "\n\n".join(f"{heading}\n{body}" for heading, body in zip(SECTION_HEADINGS, bodies, strict=True))
 
 
-def tool_turn(index: int, size: int = 400, call_id: str | None = None) -> list[dict[str, Any]]:
+def tool_turn(index: int, size: int = 1200, call_id: str | None = None) -> list[dict[str, Any]]:
     """One user request answered by a tool group and a reply (an OpenAI-format transcript piece)."""
     call = call_id or f"call_{index}"
     return [

@@ -37,7 +37,7 @@ def acceptance_problems(
         problems.append(f"invalid checkpoint: {exc}")
     if candidate.projection_kind is ProjectionKind.TEXT:
         for segment in candidate.segments:
-            for problem in summary_problems(segment.text, "stop"):
+            for problem in summary_problems(segment.text, "stop", (segment.from_seq, segment.through_seq)):
                 problems.append(f"segment {segment.index}: {problem}")
     elif candidate.native_state is not None:
         try:

@@ -231,3 +231,62 @@ def verify_session(
     if len(fingerprints) > max_fingerprints:
         problems.append(f"{len(fingerprints)} failure fingerprints, more than {max_fingerprints} (C-14)")
     return VerifyReport(session_id, len(history), len(records), tuple(problems))
+
+
+@dataclass(frozen=True)
+class CoveredBy:
+    """The checkpoint segment that summarises an event for the model."""
+
+    checkpoint_id: str
+    segment: int
+    from_seq: int
+    through_seq: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "checkpoint_id": self.checkpoint_id,
+            "segment": self.segment,
+            "from_seq": self.from_seq,
+            "through_seq": self.through_seq,
+        }
+
+
+@dataclass(frozen=True)
+class RecallHit:
+    """A search hit in canonical history, and whether the model sees it only through a summary."""
+
+    seq: int
+    kind: str
+    role: str
+    snippet: str
+    covered_by: CoveredBy | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "seq": self.seq,
+            "kind": self.kind,
+            "role": self.role,
+            "snippet": self.snippet,
+            "covered_by": self.covered_by.to_json() if self.covered_by is not None else None,
+        }
+
+
+def covering_segment(checkpoint: Checkpoint | None, seq: int) -> CoveredBy | None:
+    if checkpoint is None:
+        return None
+    for segment in checkpoint.segments:
+        if segment.from_seq <= seq <= segment.through_seq:
+            return CoveredBy(checkpoint.id, segment.index, segment.from_seq, segment.through_seq)
+    return None
+
+
+def search_session(
+    session_id: str, query: str, events: EventStore, reader: CheckpointReader, *, limit: int = 50
+) -> list[RecallHit]:
+    """`foya search`: the whole valid history, newest first (raises SearchError on a bad query)."""
+    hits = events.search(session_id, query, limit=limit)
+    current = reader.state(session_id, repair=False).current if hits else None
+    return [
+        RecallHit(hit.seq, hit.kind, hit.role, hit.snippet, covering_segment(current, hit.seq))
+        for hit in hits
+    ]

@@ -390,17 +390,21 @@ class CompactionService:
                 if chunk is not None and not previous_part
                 else ledger
             )
+            # The events this summary stands for: its chunk, and the summaries it merges.
+            first = previous_part[0].from_seq if previous_part else chunk.from_seq  # type: ignore[union-attr]
+            last = chunk.through_seq if chunk is not None else previous_part[-1].through_seq
             summary = self._compactor.summarise(
                 route,
                 lambda reasons: request_messages(
-                    from_seq=chunk.from_seq if chunk is not None else previous_part[0].from_seq,
-                    through_seq=chunk.through_seq if chunk is not None else previous_part[-1].through_seq,
+                    from_seq=chunk.from_seq if chunk is not None else first,
+                    through_seq=last,
                     transcript=chunk.lines if chunk is not None else (),
                     previous=previous_part,
                     ledger=chunk_ledger,
                     repair_reasons=reasons,
                 ),
                 chunk_ledger,
+                (first, last),
                 cancel,
                 requests,
             )

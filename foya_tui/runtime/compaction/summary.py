@@ -168,9 +168,32 @@ def request_messages(
     )
 
 
-def summary_problems(text: str, finish_reason: str) -> list[str]:
-    """Why a candidate summary fails SPEC C-9 (empty when it passes)."""
+_SEQ_REFERENCE = re.compile(r"\[seq\s+(\d+)(?:\s*[–—-]\s*(\d+))?\]", re.IGNORECASE)
+
+
+def out_of_range_references(text: str, seq_range: tuple[int, int]) -> list[str]:
+    """`[seq a–b]` references that point outside the events a summary covers (provenance)."""
+    first, last = seq_range
+    wrong = []
+    for match in _SEQ_REFERENCE.finditer(text):
+        start = int(match.group(1))
+        end = int(match.group(2)) if match.group(2) else start
+        if start < first or end > last or end < start:
+            wrong.append(match.group(0))
+    return wrong
+
+
+def summary_problems(text: str, finish_reason: str, seq_range: tuple[int, int] | None = None) -> list[str]:
+    """Why a candidate summary fails SPEC C-9 (empty when it passes); with `seq_range`, also its
+    `[seq a–b]` references that fall outside the events it summarises."""
     problems: list[str] = []
+    if seq_range is not None:
+        wrong = out_of_range_references(text, seq_range)
+        if wrong:
+            problems.append(
+                f"references outside the summarised events {seq_range[0]}–{seq_range[1]}: "
+                + ", ".join(dict.fromkeys(wrong))
+            )
     if finish_reason == "length":
         problems.append("the provider stopped at its output length limit (finish_reason=length)")
     positions = []

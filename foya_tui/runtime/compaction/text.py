@@ -63,13 +63,15 @@ class Summary:
 
 
 class Compactor(Protocol):
-    """Makes one summary from a request (SPEC C-11); the text compactor is the portable one."""
+    """Makes one summary from a request (SPEC C-11); the text compactor is the portable one.
+    `seq_range` is the events the summary covers: its `[seq a–b]` references must lie inside."""
 
     def summarise(
         self,
         route: Route,
         build: RequestBuilder,
         ledger: Ledger,
+        seq_range: tuple[int, int],
         cancel: CancelToken,
         budget: RequestBudget,
     ) -> Summary: ...
@@ -108,17 +110,19 @@ class TextCompactor:
         route: Route,
         build: RequestBuilder,
         ledger: Ledger,
+        seq_range: tuple[int, int],
         cancel: CancelToken,
         budget: RequestBudget,
     ) -> Summary:
-        """A summary that passes C-9 and names every modified path and user rule of `ledger`; one
-        shorter repair request when the first candidate fails; then abandon (deterministic)."""
+        """A summary that passes C-9, names every modified path and user rule of `ledger` and
+        cites only events of `seq_range`; one shorter repair request when the first candidate
+        fails; then abandon (deterministic)."""
         completion = self._ask(route, build(()), cancel, budget)
-        problems = _problems(completion.text, completion.finish_reason, ledger)
+        problems = _problems(completion.text, completion.finish_reason, ledger, seq_range)
         if not problems:
             return Summary(completion.text.strip(), repaired=False, usage=completion.usage)
         repair = self._ask(route, build(problems), cancel, budget)
-        again = _problems(repair.text, repair.finish_reason, ledger)
+        again = _problems(repair.text, repair.finish_reason, ledger, seq_range)
         if not again:
             return Summary(repair.text.strip(), repaired=True, usage=repair.usage)
         raise SummaryFailed(
@@ -126,5 +130,5 @@ class TextCompactor:
         )
 
 
-def _problems(text: str, finish_reason: str, ledger: Ledger) -> list[str]:
-    return summary_problems(text, finish_reason) + missing_mentions(text, ledger)
+def _problems(text: str, finish_reason: str, ledger: Ledger, seq_range: tuple[int, int]) -> list[str]:
+    return summary_problems(text, finish_reason, seq_range) + missing_mentions(text, ledger)

@@ -604,7 +604,11 @@ class ContextCompiler:
         def tool_schemas(include_history_read: bool) -> tuple[Mapping[str, Any], ...]:
             if self._registry is None:
                 return ()
-            return tuple(self._registry.visible_schemas(activated, include_history_read=include_history_read))
+            # Once a checkpoint summarises part of history, the model can search and read it all.
+            schemas = self._registry.visible_schemas(
+                activated, include_history_read=include_history_read, include_recall=checkpoint is not None
+            )
+            return tuple(schemas)
 
         local_total = (
             pinned

@@ -9,6 +9,7 @@ from foya_tui.runtime.store.checkpoints import (
 )
 from foya_tui.runtime.store.db import Database, StoreError, open_database
 from foya_tui.runtime.store.events import EventStore, UnknownSessionError
+from foya_tui.runtime.store.search import SearchError, SearchHit
 
 __all__ = [
     "AcceptedBoundary",
@@ -16,6 +17,8 @@ __all__ = [
     "Database",
     "EventStore",
     "Fingerprint",
+    "SearchError",
+    "SearchHit",
     "SourceDigest",
     "StoreError",
     "StoredCheckpoint",

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import peewee
 
+from foya_tui.runtime.store.search import ProgressCallback
 from foya_tui.runtime.store.tables import MIGRATIONS, SCHEMA_VERSION, Tables, define_tables
 
 PRAGMAS = {
@@ -75,8 +76,9 @@ def _current_version(connection: peewee.SqliteDatabase, tables: Tables) -> int:
     return int(row or 0)
 
 
-def open_database(path: Path | str) -> Database:
-    """Open (creating if needed) a database file and bring its schema up to date."""
+def open_database(path: Path | str, progress: ProgressCallback | None = None) -> Database:
+    """Open (creating if needed) a database file and bring its schema up to date; `progress`
+    hears how far a migration that indexes existing events has come."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     # lock_type IMMEDIATE: every transaction takes the write lock at BEGIN, so two writers never
@@ -95,7 +97,7 @@ def open_database(path: Path | str) -> Database:
                 )
             for target, migrate in MIGRATIONS:
                 if target > version:
-                    migrate(connection, tables)
+                    migrate(connection, tables, progress)
                     tables.schema_version.delete().execute()
                     tables.schema_version.create(version=target)
     except (peewee.DatabaseError, sqlite3.DatabaseError) as exc:

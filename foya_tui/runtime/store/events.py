@@ -15,6 +15,7 @@ from typing import Any
 from foya_tui.runtime.model import Event, EventKind, NewArtifact, NewEvent, SessionInfo
 from foya_tui.runtime.store.artifacts import insert_artifacts, read_artifact
 from foya_tui.runtime.store.db import Database
+from foya_tui.runtime.store.search import SearchHit, index_events, search
 
 Clock = Callable[[], datetime]
 
@@ -82,10 +83,13 @@ _SESSION_COLUMNS = (
 class EventStore:
     """Sessions and their immutable event logs in one SQLite database."""
 
-    def __init__(self, database: Database, clock: Clock = utc_now) -> None:
+    def __init__(self, database: Database, clock: Clock = utc_now, *, search_index: bool = True) -> None:
+        """`search_index=False` skips the full-text index on append (benchmarks only: searches then
+        miss what was appended)."""
         self._db = database
         self._sql = database.connection
         self._clock = clock
+        self._search_index = search_index
 
     @property
     def path(self) -> str:
@@ -212,6 +216,8 @@ class EventStore:
         cursor.executemany(
             "INSERT INTO event (session_id, seq, kind, payload, created_at) VALUES (?, ?, ?, ?, ?)", rows
         )
+        if self._search_index:
+            index_events(self._sql, session_id, appended)
         self._sql.execute_sql(
             "UPDATE session SET last_seq = ?, updated_at = ? WHERE id = ?", (seq, now, session_id)
         )
@@ -250,6 +256,18 @@ class EventStore:
             (session_id, str(kind)),
         ).fetchone()
         return decode_event(session_id, *row) if row is not None else None
+
+    def search(
+        self,
+        session_id: str,
+        query: str,
+        *,
+        from_seq: int | None = None,
+        through_seq: int | None = None,
+        limit: int = 20,
+    ) -> list[SearchHit]:
+        """Valid events of a session matching `query` (raises SearchError), newest first."""
+        return search(self._sql, session_id, query, from_seq=from_seq, through_seq=through_seq, limit=limit)
 
     def last_seq(self, session_id: str) -> int:
         row = self._sql.execute_sql("SELECT last_seq FROM session WHERE id = ?", (session_id,)).fetchone()

@@ -6,9 +6,13 @@ process (tests, imports) without a global binding that worker threads would race
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import peewee
+
+from foya_tui.runtime.schema import SCHEMA_VERSION
+from foya_tui.runtime.store.search import ProgressCallback, create_index, index_existing
 
 
 @dataclass(frozen=True)
@@ -63,7 +67,7 @@ def define_tables(database: peewee.Database) -> Tables:
     return Tables(session=SessionRow, event=EventRow, schema_version=SchemaVersion)
 
 
-def migrate_to_1(database: peewee.Database, tables: Tables) -> None:
+def migrate_to_1(database: peewee.Database, tables: Tables, progress: ProgressCallback | None) -> None:
     """Schema 1: sessions, the append-only event log, and triggers that make events immutable."""
     database.create_tables([tables.session, tables.event], safe=True)
     # SPEC H-2: context management never edits or deletes an event. The database enforces it,
@@ -78,7 +82,7 @@ def migrate_to_1(database: peewee.Database, tables: Tables) -> None:
     )
 
 
-def migrate_to_2(database: peewee.Database, tables: Tables) -> None:
+def migrate_to_2(database: peewee.Database, tables: Tables, progress: ProgressCallback | None) -> None:
     """Schema 2: the per-session artifact store (SPEC H-3: events hold references, never bytes)."""
     database.execute_sql(
         "CREATE TABLE IF NOT EXISTS artifact ("
@@ -93,7 +97,7 @@ def migrate_to_2(database: peewee.Database, tables: Tables) -> None:
     )
 
 
-def migrate_to_3(database: peewee.Database, tables: Tables) -> None:
+def migrate_to_3(database: peewee.Database, tables: Tables, progress: ProgressCallback | None) -> None:
     """Schema 3: compaction state beside the log (SPEC P-1..P-5).
 
     - `checkpoint`: the fast projection of checkpoints; each row is a copy of what its
@@ -138,6 +142,20 @@ def migrate_to_3(database: peewee.Database, tables: Tables) -> None:
     )
 
 
+def migrate_to_4(database: peewee.Database, tables: Tables, progress: ProgressCallback | None) -> None:
+    """Schema 4: the full-text index of canonical history (store/search.py), filled from the
+    events already stored (`progress` reports how far, for large databases)."""
+    create_index(database)
+    index_existing(database, progress)
+
+
 # Forward-only migrations, in order. Each runs inside the transaction that bumps the version.
-MIGRATIONS = ((1, migrate_to_1), (2, migrate_to_2), (3, migrate_to_3))
-SCHEMA_VERSION = MIGRATIONS[-1][0]
+Migration = Callable[[peewee.Database, Tables, ProgressCallback | None], None]
+"""A schema step; `progress` is for the ones that walk existing events (the search index)."""
+MIGRATIONS: tuple[tuple[int, Migration], ...] = (
+    (1, migrate_to_1),
+    (2, migrate_to_2),
+    (3, migrate_to_3),
+    (4, migrate_to_4),
+)
+assert MIGRATIONS[-1][0] == SCHEMA_VERSION, "a migration per schema version, up to SCHEMA_VERSION"

@@ -220,7 +220,7 @@ class HistoryReadTool:
         op = arguments.get("op")
         if op not in OPERATIONS:
             raise HistoryReadError(f"op must be one of {', '.join(OPERATIONS)}, got {op!r}")
-        seq = _integer(arguments, "seq", 0)
+        seq = integer_argument(arguments, "seq", 0)
         tool_call_id = arguments.get("tool_call_id")
         if seq < 1:
             raise HistoryReadError(f"seq must be a positive integer, got {seq}")
@@ -232,8 +232,8 @@ class HistoryReadTool:
         if op == "inspect":
             return inspect(content, event)
         if op == "read":
-            offset = _integer(arguments, "offset", 0)
-            length = _integer(arguments, "length", READ_DEFAULT_CHARS)
+            offset = integer_argument(arguments, "offset", 0)
+            length = integer_argument(arguments, "length", READ_DEFAULT_CHARS)
             if offset < 0 or length < 1:
                 raise HistoryReadError("offset must be 0 or more and length at least 1")
             return read(content, seq, offset, min(length, READ_MAX_CHARS))
@@ -242,11 +242,12 @@ class HistoryReadTool:
             raise HistoryReadError("op=search needs a non-empty query")
         if "\n" in query:
             raise HistoryReadError("query must be a single line: search matches within lines")
-        max_matches = _integer(arguments, "max_matches", SEARCH_DEFAULT_MATCHES)
+        max_matches = integer_argument(arguments, "max_matches", SEARCH_DEFAULT_MATCHES)
         return search(content, seq, query, max(1, min(max_matches, SEARCH_MAX_MATCHES)))
 
 
-def _integer(arguments: Mapping[str, Any], key: str, default: int) -> int:
+def integer_argument(arguments: Mapping[str, Any], key: str, default: int) -> int:
+    """An integer argument (raises HistoryReadError with the argument's name otherwise)."""
     value = arguments.get(key, default)
     if not isinstance(value, int) or isinstance(value, bool):
         raise HistoryReadError(f"{key} must be an integer, got {value!r}")

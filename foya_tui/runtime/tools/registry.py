@@ -22,6 +22,10 @@ from foya_tui.runtime.store.events import EventStore
 TOOL_SEARCH: Final = "tool_search"
 HISTORY_READ_TOOL: Final = "history_read_tool_result"
 """Name of the large-result reader (SPEC T-2): shown only when the compiler asks (X-9)."""
+HISTORY_SEARCH_TOOL: Final = "history_search"
+HISTORY_EVENT_TOOL: Final = "history_read"
+RECALL_TOOLS: Final = frozenset({HISTORY_SEARCH_TOOL, HISTORY_EVENT_TOOL})
+"""Search and read of canonical history: shown once a checkpoint covers part of it."""
 
 
 class Visibility(StrEnum):
@@ -75,6 +79,8 @@ class ToolContext:
     cancel: CancelToken = field(default_factory=CancelToken)
     timeout: float = 30.0
     """Default shell timeout in seconds."""
+    covered: tuple[int, int] | None = None
+    """The seq range the current checkpoint summarises (recall tools search it by default)."""
 
 
 @dataclass(frozen=True)
@@ -244,19 +250,26 @@ class ToolRegistry:
         return specs
 
     def visible_schemas(
-        self, activated: Collection[str] = (), *, include_history_read: bool = False
+        self,
+        activated: Collection[str] = (),
+        *,
+        include_history_read: bool = False,
+        include_recall: bool = False,
     ) -> list[dict[str, Any]]:
         """Schemas to send for one step (SPEC X-9).
 
         Direct tools, deferred tools named in `activated` (found by `tool_search` this turn), and
         `tool_search` itself when any deferred tool exists; hidden tools never. The large-result
-        reader is sent only with `include_history_read` (the projection holds a shortened result).
+        reader is sent only with `include_history_read` (the projection holds a shortened result),
+        the recall tools only with `include_recall` (a checkpoint summarises part of history).
         """
         schemas = []
         for tool in self._tools.values():
             spec = tool.spec
             if spec.name == HISTORY_READ_TOOL:
                 shown = include_history_read and spec.visibility is not Visibility.HIDDEN
+            elif spec.name in RECALL_TOOLS:
+                shown = include_recall and spec.visibility is not Visibility.HIDDEN
             elif spec.visibility is Visibility.DIRECT:
                 shown = True
             else:
@@ -300,9 +313,11 @@ class ToolRegistry:
 
 
 def default_registry() -> ToolRegistry:
-    """The built-in tools plus the large-result reader (shown only on request, SPEC X-9)."""
+    """The built-in tools plus the large-result reader and the recall tools (shown only when the
+    projection needs them, SPEC X-9)."""
     # Imported here: the tool modules import this one for the spec and result types.
     from foya_tui.runtime.tools.builtin import builtin_tools
     from foya_tui.runtime.tools.history_read import HistoryReadTool
+    from foya_tui.runtime.tools.recall import HistoryEventTool, HistorySearchTool
 
-    return ToolRegistry([*builtin_tools(), HistoryReadTool()])
+    return ToolRegistry([*builtin_tools(), HistoryReadTool(), HistorySearchTool(), HistoryEventTool()])
