@@ -121,7 +121,7 @@ def test_an_older_database_is_indexed_by_migration_with_progress(tmp_path: Path)
         [NewEvent(EventKind.USER_MESSAGE, {"text": f"request {n} about caching"}) for n in range(6)],
     )
     store.append(session.id, [NewEvent(EventKind.REWIND, {"to_seq": 4})])
-    store._db.close()  # noqa: SLF001 - the test rewrites the file as schema 3 would have left it
+    store._db.close()
     with sqlite3.connect(path) as raw:
         raw.execute("DROP TABLE event_fts")
         raw.execute("UPDATE schema_version SET version = 3")
