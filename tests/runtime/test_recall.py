@@ -20,6 +20,7 @@ from foya_tui.runtime.model import EventKind, NewEvent
 from foya_tui.runtime.runtime import Runtime
 from foya_tui.runtime.store import EventStore, SearchError, UnknownSessionError, open_database
 from foya_tui.runtime.tools.registry import HISTORY_EVENT_TOOL, HISTORY_SEARCH_TOOL, ToolContext
+from foya_tui.runtime.updates import ToolCallStarted, TurnFinished
 from tests.fakes.scripted import ScriptedClient
 from tests.runtime.test_compaction import import_session, scripted_runtime, summary, tool_turn
 
@@ -218,3 +219,17 @@ def test_cli_search_names_the_segment_that_summarises_a_hit(
     assert "unbalanced quote" in capsys.readouterr().err
     assert main(["--db", database, "search", session_id, "defines"]) == 0
     assert "summarised: checkpoint" in capsys.readouterr().out
+
+
+def test_the_simulator_recalls_what_a_checkpoint_summarised(runtime: Runtime) -> None:
+    """End to end on the simulator: after compaction, asking about an early fact makes the model
+    call history_search, and the answer quotes the canonical event."""
+    messages = [m for i in range(4) for m in tool_turn(i)]
+    messages[0]["content"] = "Note: the staging database is called heron-db-7."
+    session_id = import_session(runtime, messages)
+    assert runtime.compact(session_id).outcome is Outcome.ACCEPTED
+    session = runtime.open_session(session_id)
+    updates = list(session.send("search the history for heron-db-7"))
+    calls = [u for u in updates if isinstance(u, ToolCallStarted)]
+    assert [call.name for call in calls] == [HISTORY_SEARCH_TOOL]
+    assert isinstance(updates[-1], TurnFinished) and "heron-db-7" in updates[-1].text

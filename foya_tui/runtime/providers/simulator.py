@@ -338,6 +338,11 @@ _SHORTENED = re.compile(
     r'history_read_tool_result with seq=(\d+), tool_call_id="([^"]+)", sha256="([0-9a-f]{64})"'
 )
 _SEARCH = re.compile(r"\b(?:grep|search|find)\b(?: for)?\s+[\"'`]?([^\"'`\s]+)", re.IGNORECASE)
+_RECALL = re.compile(
+    r"\b(?:recall|search (?:the )?(?:conversation|history) for|what did (?:i|we) say about)"
+    r"\s+[\"'`]?([^\"'`?]+)",
+    re.IGNORECASE,
+)
 _FILE_TOKEN = re.compile(
     r"\b(?:read|open|show)\b\s+(?:the\s+)?(?:file\s+)?[`'\"]?([\w./-]+\.\w+)", re.IGNORECASE
 )
@@ -401,6 +406,9 @@ def plan_tool_calls(messages: Sequence[Mapping[str, Any]], available: frozenset[
         return (ToolCall(id=f"sim_call_{serial + 1}", name=name, arguments=json.dumps(arguments)),)
 
     if messages[-1].get("role") == "user":
+        # Once a checkpoint summarises history, what was said before it is searched, not grepped.
+        if (recall := _RECALL.search(request)) and "history_search" in available:
+            return call("history_search", {"query": recall.group(1).strip(), "scope": "all"})
         if (search := _SEARCH.search(request)) and "grep" in available:
             return call("grep", {"pattern": re.escape(search.group(1)), "ignore_case": True})
         if read := _FILE_TOKEN.search(request):
