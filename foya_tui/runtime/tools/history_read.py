@@ -32,8 +32,8 @@ class HistoryReadError(Exception):
     the message says which, in a sentence the model can act on."""
 
 
-def load_result(context: ToolContext, seq: int, tool_call_id: str, sha256: str | None) -> Event:
-    """The tool-result event the reference names, verified as SPEC T-3 asks.
+def load_valid_event(context: ToolContext, seq: int) -> Event:
+    """Event `seq` of this session, readable and not rewound (SPEC T-3), or HistoryReadError.
 
     Only the event itself and the rewinds after it are read: a rewind invalidates events *before*
     it, so only a later rewind can have invalidated this one.
@@ -47,6 +47,12 @@ def load_result(context: ToolContext, seq: int, tool_call_id: str, sha256: str |
         raise HistoryReadError(f"event {seq} is unreadable ({event.problem})")
     if rewound(seq, context.store.rewinds_after(context.session_id, seq)):
         raise HistoryReadError(f"event {seq} was rewound and is no longer part of this session")
+    return event
+
+
+def load_result(context: ToolContext, seq: int, tool_call_id: str, sha256: str | None) -> Event:
+    """The tool-result event the reference names, verified as SPEC T-3 asks."""
+    event = load_valid_event(context, seq)
     # Imported transcripts carry tool messages too (`foya import`); the compiler shortens any
     # tool-role message, so both kinds can be referenced.
     if message_role(event) is not Role.TOOL:

@@ -13,7 +13,6 @@ from collections.abc import Mapping
 from typing import Any
 
 from foya_tui.runtime.digests import sha256_hex
-from foya_tui.runtime.history import rewound
 from foya_tui.runtime.model import Event
 from foya_tui.runtime.store import SearchError
 from foya_tui.runtime.store.search import message_body
@@ -22,6 +21,7 @@ from foya_tui.runtime.tools.history_read import (
     READ_MAX_CHARS,
     HistoryReadError,
     integer_argument,
+    load_valid_event,
     read,
 )
 from foya_tui.runtime.tools.registry import (
@@ -48,15 +48,7 @@ def event_text(event: Event) -> tuple[str, str]:
 
 def load_event(context: ToolContext, seq: int, sha256: str | None) -> Event:
     """The event at `seq`, verified like a tool-result reference (SPEC T-3)."""
-    if context.store is None:
-        raise HistoryReadError("no event store is available to read from")
-    event = context.store.event(context.session_id, seq)
-    if event is None:
-        raise HistoryReadError(f"there is no event {seq} in this session")
-    if event.problem is not None:
-        raise HistoryReadError(f"event {seq} is unreadable ({event.problem})")
-    if rewound(seq, context.store.rewinds_after(context.session_id, seq)):
-        raise HistoryReadError(f"event {seq} was rewound and is no longer part of this session")
+    event = load_valid_event(context, seq)
     if sha256 and sha256_hex(event_text(event)[1]) != sha256.strip().lower():
         raise HistoryReadError(f"sha256 mismatch: event {seq} is not the one referenced")
     return event
