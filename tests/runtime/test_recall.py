@@ -103,6 +103,15 @@ def test_rewound_events_leave_the_index_and_stay_in_history(store: EventStore) -
     assert len(store.events(session.id)) == 6
     store.append(session.id, [NewEvent(EventKind.USER_MESSAGE, {"text": "a new migration plan"})])
     assert [hit.seq for hit in store.search(session.id, "migration")] == [7, 2, 1]
+    # A rewind in the same batch as the events it invalidates (through the public API).
+    store.append(
+        session.id,
+        [
+            NewEvent(EventKind.USER_MESSAGE, {"text": "migration typo"}),
+            NewEvent(EventKind.REWIND, {"to_seq": 7}),
+        ],
+    )
+    assert [hit.seq for hit in store.search(session.id, "migration")] == [7, 2, 1]
 
 
 def test_undecodable_text_is_indexed_without_losing_history(store: EventStore) -> None:

@@ -93,29 +93,57 @@ def create_index(database: peewee.Database) -> None:
     )
 
 
+_INSERT = "INSERT INTO event_fts (rowid, body, session_id, seq, kind, role) VALUES (?, ?, ?, ?, ?, ?)"
+FLUSH_ROWS = 2_000
+"""Rows held in memory before they are written, when a whole database is indexed."""
+
+
+def _event_ids(database: peewee.Database, session_id: str, first: int, last: int) -> dict[int, int]:
+    rows = database.execute_sql(
+        "SELECT seq, id FROM event WHERE session_id = ? AND seq BETWEEN ? AND ?", (session_id, first, last)
+    ).fetchall()
+    return dict(rows)
+
+
+def _unindex_rewound(database: peewee.Database, session_id: str, to_seq: int, rewind_seq: int) -> None:
+    # By rowid (= the event's id): the event table's (session, seq) index finds them, where a
+    # filter on the index's own unindexed columns would read every row of the session.
+    database.execute_sql(
+        "DELETE FROM event_fts WHERE rowid IN "
+        "(SELECT id FROM event WHERE session_id = ? AND seq > ? AND seq < ?)",
+        (session_id, to_seq, rewind_seq),
+    )
+
+
 def index_events(database: peewee.Database, session_id: str, events: Sequence[Event]) -> None:
-    """Index appended events inside the caller's transaction; a rewind drops what it invalidates."""
-    rows = []
+    """Index appended events inside the caller's transaction; a rewind drops what it invalidates.
+
+    Each row's rowid is its event's id, so rows sort in history order and a rewind finds its
+    rows through the event table's index. Rows before a rewind in the same batch are written
+    before the rewind deletes, so the rewind sees them too."""
+    if not events:
+        return
+    ids = _event_ids(database, session_id, events[0].seq, events[-1].seq)
+    rows: list[tuple[Any, ...]] = []
     for event in events:
         if event.kind is EventKind.REWIND:
             to_seq = event.payload.get("to_seq")
             if isinstance(to_seq, int):
-                database.execute_sql(
-                    "DELETE FROM event_fts WHERE session_id = ? AND seq > ? AND seq < ?",
-                    (session_id, to_seq, event.seq),
-                )
+                database.cursor().executemany(_INSERT, rows)
+                rows = []
+                _unindex_rewound(database, session_id, to_seq, event.seq)
             continue
         found = indexed_text(str(event.kind), event.payload)
         if found is not None:
-            rows.append((found[1], session_id, event.seq, str(event.kind), found[0]))
+            rows.append((ids[event.seq], found[1], session_id, event.seq, str(event.kind), found[0]))
     if rows:
-        database.cursor().executemany(
-            "INSERT INTO event_fts (body, session_id, seq, kind, role) VALUES (?, ?, ?, ?, ?)", rows
-        )
+        database.cursor().executemany(_INSERT, rows)
 
 
 def index_existing(database: peewee.Database, progress: ProgressCallback | None = None) -> int:
-    """Index every valid message event already stored (the migration that adds the index)."""
+    """Index every valid message event already stored (the migration that adds the index). The
+    index is rebuilt from scratch, so running it again (an interrupted migration) is harmless."""
+    database.execute_sql("DELETE FROM event_fts")
     total = database.execute_sql("SELECT COUNT(*) FROM event").fetchone()[0]
     done = 0
     sessions = [row[0] for row in database.execute_sql("SELECT id FROM session ORDER BY id").fetchall()]
@@ -131,11 +159,11 @@ def index_existing(database: peewee.Database, progress: ProgressCallback | None 
                 continue
             if isinstance(to_seq, int):
                 cuts.append((to_seq, seq))
-        rows = []
+        rows: list[tuple[Any, ...]] = []
         cursor = database.execute_sql(
-            "SELECT seq, kind, payload FROM event WHERE session_id = ? ORDER BY seq", (session_id,)
+            "SELECT id, seq, kind, payload FROM event WHERE session_id = ? ORDER BY seq", (session_id,)
         )
-        for seq, kind, payload in cursor:
+        for event_id, seq, kind, payload in cursor:
             done += 1
             if progress is not None and done % 5_000 == 0:
                 progress(done, total)
@@ -147,10 +175,11 @@ def index_existing(database: peewee.Database, progress: ProgressCallback | None 
                 continue  # an unreadable row is skipped by history too
             found = indexed_text(kind, decoded) if isinstance(decoded, dict) else None
             if found is not None:
-                rows.append((found[1], session_id, seq, kind, found[0]))
-        database.cursor().executemany(
-            "INSERT INTO event_fts (body, session_id, seq, kind, role) VALUES (?, ?, ?, ?, ?)", rows
-        )
+                rows.append((event_id, found[1], session_id, seq, kind, found[0]))
+            if len(rows) >= FLUSH_ROWS:
+                database.cursor().executemany(_INSERT, rows)
+                rows = []
+        database.cursor().executemany(_INSERT, rows)
     if progress is not None:
         progress(total, total)
     return total
@@ -198,6 +227,8 @@ def search(
         where.append("event_fts MATCH ?")
         params.append(" AND ".join('"' + term.replace('"', '""') + '"' for term in long_terms))
     for term in short_terms:
+        # The ESCAPE clause matters beyond escaping: without it SQLite hands the LIKE to the
+        # trigram index, which has no trigram for a 1–2 character term and finds nothing (目录).
         where.append("body LIKE ? ESCAPE '\\'")
         params.append(_like(term))
     if from_seq is not None:
@@ -210,7 +241,7 @@ def search(
     try:
         rows = database.execute_sql(
             f"SELECT seq, kind, role, body FROM event_fts WHERE {' AND '.join(where)} "
-            "ORDER BY seq DESC LIMIT ?",
+            "ORDER BY rowid DESC LIMIT ?",  # rowid = event id: newest first without sorting all matches
             params,
         ).fetchall()
     except peewee.OperationalError as exc:  # the query is built from quoted terms; say why anyway
