@@ -3,7 +3,8 @@
 Run: `python tests/bench/bench_store.py [--appends N] [--events N] [--rounds R]`.
 Both sides use the same pragmas (WAL, synchronous=NORMAL, busy timeout) and the same schema;
 the raw side does exactly what `EventStore.append` does per event (IMMEDIATE transaction, read
-last_seq, insert, bump last_seq) and what `EventStore.events` does to read (select, json.loads).
+last_seq, insert, index the text for search, bump last_seq) and what `EventStore.events` does to
+read (select, json.loads).
 Rounds alternate between the two so machine noise hits both alike; the ratio is what matters.
 """
 
@@ -59,7 +60,7 @@ def raw_appends(path: Path, count: int) -> float:
         connection.execute("BEGIN IMMEDIATE")
         seq = connection.execute("SELECT last_seq FROM session WHERE id = ?", (session_id,)).fetchone()[0] + 1
         now = "2026-11-29T12:00:00.000000+00:00"
-        connection.execute(
+        inserted = connection.execute(
             "INSERT INTO event (session_id, seq, kind, payload, created_at) VALUES (?, ?, ?, ?, ?)",
             (
                 session_id,
@@ -68,6 +69,10 @@ def raw_appends(path: Path, count: int) -> float:
                 json.dumps(PAYLOAD, ensure_ascii=False, separators=(",", ":")),
                 now,
             ),
+        )
+        connection.execute(
+            "INSERT INTO event_fts (rowid, body, session_id, seq, kind, role) VALUES (?, ?, ?, ?, ?, ?)",
+            (inserted.lastrowid, PAYLOAD["text"], session_id, seq, "user_message", "user"),
         )
         connection.execute(
             "UPDATE session SET last_seq = ?, updated_at = ? WHERE id = ?", (seq, now, session_id)

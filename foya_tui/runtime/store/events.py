@@ -217,7 +217,9 @@ class EventStore:
             "INSERT INTO event (session_id, seq, kind, payload, created_at) VALUES (?, ?, ?, ?, ?)", rows
         )
         if self._search_index:
-            index_events(self._sql, session_id, appended)
+            # One executemany inside our write transaction: the ids are consecutive, ending here.
+            last_id = self._sql.execute_sql("SELECT last_insert_rowid()").fetchone()[0]
+            index_events(self._sql, session_id, appended, last_id - len(appended) + 1)
         self._sql.execute_sql(
             "UPDATE session SET last_seq = ?, updated_at = ? WHERE id = ?", (seq, now, session_id)
         )

@@ -98,13 +98,6 @@ FLUSH_ROWS = 2_000
 """Rows held in memory before they are written, when a whole database is indexed."""
 
 
-def _event_ids(database: peewee.Database, session_id: str, first: int, last: int) -> dict[int, int]:
-    rows = database.execute_sql(
-        "SELECT seq, id FROM event WHERE session_id = ? AND seq BETWEEN ? AND ?", (session_id, first, last)
-    ).fetchall()
-    return dict(rows)
-
-
 def _unindex_rewound(database: peewee.Database, session_id: str, to_seq: int, rewind_seq: int) -> None:
     # By rowid (= the event's id): the event table's (session, seq) index finds them, where a
     # filter on the index's own unindexed columns would read every row of the session.
@@ -115,17 +108,17 @@ def _unindex_rewound(database: peewee.Database, session_id: str, to_seq: int, re
     )
 
 
-def index_events(database: peewee.Database, session_id: str, events: Sequence[Event]) -> None:
+def index_events(
+    database: peewee.Database, session_id: str, events: Sequence[Event], first_event_id: int
+) -> None:
     """Index appended events inside the caller's transaction; a rewind drops what it invalidates.
 
-    Each row's rowid is its event's id, so rows sort in history order and a rewind finds its
-    rows through the event table's index. Rows before a rewind in the same batch are written
-    before the rewind deletes, so the rewind sees them too."""
-    if not events:
-        return
-    ids = _event_ids(database, session_id, events[0].seq, events[-1].seq)
+    `first_event_id` is the event table id of `events[0]` (the batch was inserted in order, so
+    ids are consecutive). Each row's rowid is its event's id: rows sort in history order and a
+    rewind finds its rows through the event table's index. Rows before a rewind in the same batch
+    are written before the rewind deletes, so the rewind sees them too."""
     rows: list[tuple[Any, ...]] = []
-    for event in events:
+    for offset, event in enumerate(events):
         if event.kind is EventKind.REWIND:
             to_seq = event.payload.get("to_seq")
             if isinstance(to_seq, int):
@@ -135,7 +128,7 @@ def index_events(database: peewee.Database, session_id: str, events: Sequence[Ev
             continue
         found = indexed_text(str(event.kind), event.payload)
         if found is not None:
-            rows.append((ids[event.seq], found[1], session_id, event.seq, str(event.kind), found[0]))
+            rows.append((first_event_id + offset, found[1], session_id, event.seq, str(event.kind), found[0]))
     if rows:
         database.cursor().executemany(_INSERT, rows)
 
