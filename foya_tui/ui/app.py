@@ -122,6 +122,11 @@ class FoyaApp(App[None]):
             self.conversation.action_open_inspector,
         )
         yield SystemCommand(
+            "inspector: search history",
+            "Search the session's whole valid history, and see which checkpoint segment summarises each hit",
+            self.conversation.action_search_history,
+        )
+        yield SystemCommand(
             "session: rewind to here",
             "Go back to the selected message; later messages leave the conversation (the log keeps them)",
             self.conversation.action_rewind_here,

@@ -6,7 +6,8 @@ invisible widget so that its messages bubble to the screen that mounted it.
 
 Besides turns, it runs what changes how history is seen: a manual compaction (proposed, then
 committed or declined once the user has looked at it), undoing a checkpoint, a rewind, and the
-inspector's one read of everything compaction knows (`runtime.inspect`).
+inspector's reads: everything compaction knows (`runtime.inspect`), a search of the whole valid
+history (`runtime.search`), the events a segment summarises, and one event's full text.
 """
 
 from __future__ import annotations
@@ -25,6 +26,9 @@ from foya_tui.ui.messages import (
     CompactionStaged,
     CompactionUndone,
     ContextReported,
+    HistoryEventRead,
+    HistoryReadFailed,
+    HistorySearched,
     LastCompactionRead,
     RouteResolved,
     RoutesListed,
@@ -34,6 +38,7 @@ from foya_tui.ui.messages import (
     SessionInspected,
     SessionOpened,
     SessionRewound,
+    SourceEventsRead,
     StepsRecorded,
     ToolResultRead,
     ToolResultRecorded,
@@ -42,12 +47,19 @@ from foya_tui.ui.messages import (
 from foya_tui.ui.widgets.message_list import history_items
 
 if TYPE_CHECKING:
+    from foya_tui.runtime.compaction.report import CoveredBy, RecallHit
     from foya_tui.runtime.compaction.service import Proposal
     from foya_tui.runtime.model import Event
     from foya_tui.runtime.providers.client import CancelToken
     from foya_tui.runtime.providers.routes import Route
     from foya_tui.runtime.runtime import Runtime
     from foya_tui.runtime.session import Session
+
+
+SEARCH_LIMIT = 50
+"""Hits a search of history lists (the newest)."""
+MAX_SOURCE_EVENTS = 2_000
+"""Source events of one segment listed at most (the first); a long import's segment may hold more."""
 
 
 def one_line(exc: BaseException) -> str:
@@ -268,9 +280,7 @@ class Bridge(Widget):
     def read_tool_result(self, seq: int, name: str) -> None:
         """Read the full text of the tool result at `seq` from canonical history and post it prepared
         for the viewer (split and measured here: it may be ten megabytes)."""
-        from foya_tui.runtime.digests import sha256_hex
-        from foya_tui.ui.screens.tool_output import prepare_text
-        from foya_tui.ui.widgets.tool_block import plural
+        from foya_tui.ui.screens.tool_output import prepare_text, text_facts
 
         try:
             session = self._session
@@ -279,11 +289,7 @@ class Bridge(Widget):
             content = event.payload.get("content") if event is not None else None
             if not isinstance(content, str):
                 raise LookupError(f"The result at seq {seq} is not in this session's history.")
-            lines = content.count("\n") + (0 if not content or content.endswith("\n") else 1)
-            facts = (
-                f"seq {seq} · {plural(len(content), 'character')} · {plural(lines, 'line')}"
-                f" · sha256 {sha256_hex(content)}"
-            )
+            facts = f"seq {seq} · {text_facts(content)}"
             self.post_message(ToolResultRead(seq, name, facts, prepare_text(content)))
         except Exception as exc:
             self.post_message(BridgeFailed(one_line(exc)))
@@ -382,6 +388,79 @@ class Bridge(Widget):
             self.post_message(SessionInspected(report, limit, models))
         except Exception as exc:
             self.post_message(BridgeFailed(one_line(exc)))
+
+    # -- canonical history, for the inspector -------------------------------------------------
+    # Reads only: they may run during a turn. A newer request of the same kind overtakes an older
+    # one (a thread cannot be stopped, so the older one just does not post).
+
+    @work(thread=True, exclusive=True, group="search", exit_on_error=False)
+    def search_history(self, query: str) -> None:
+        """Search the session's whole valid history for `query`, newest first (SearchError's sentence
+        on a bad query)."""
+        worker = get_current_worker()
+        try:
+            runtime, session = self._open_session()
+            hits = runtime.search(session.id, query, limit=SEARCH_LIMIT)
+            if not worker.is_cancelled:
+                self.post_message(HistorySearched(query, hits, SEARCH_LIMIT))
+        except Exception as exc:
+            if not worker.is_cancelled:
+                self.post_message(HistoryReadFailed(one_line(exc), "search"))
+
+    @work(thread=True, exclusive=True, group="sources", exit_on_error=False)
+    def read_source_events(self, segment: CoveredBy) -> None:
+        """Read the message events `segment` summarises (seqs from_seq..through_seq of valid history),
+        each with the start of its text."""
+        from foya_tui.runtime.compaction.report import RecallHit
+        from foya_tui.runtime.history import valid_events
+        from foya_tui.runtime.store.search import message_body, snippet
+
+        worker = get_current_worker()
+        try:
+            runtime, session = self._open_session()
+            # From the segment's first seq to the end: a later rewind can have invalidated events of
+            # the range (SPEC H-4), and valid_events applies every rewind it is given.
+            events = valid_events(runtime.store.events(session.id, after_seq=segment.from_seq - 1))
+            rows: list[RecallHit] = []
+            total = 0
+            for event in events:
+                if event.seq > segment.through_seq:
+                    break
+                body = message_body(str(event.kind), event.payload)
+                if body is None:  # usage records, compaction events, rewinds: not messages
+                    continue
+                total += 1
+                if len(rows) < MAX_SOURCE_EVENTS:
+                    role, text = body
+                    rows.append(RecallHit(event.seq, str(event.kind), role, snippet(text, ()), segment))
+            if not worker.is_cancelled:
+                self.post_message(SourceEventsRead(segment, rows, total))
+        except Exception as exc:
+            if not worker.is_cancelled:
+                self.post_message(HistoryReadFailed(one_line(exc), "sources"))
+
+    @work(thread=True, exclusive=True, group="history-read", exit_on_error=False)
+    def read_event(self, hit: RecallHit) -> None:
+        """Read the full text of the message `hit` names from canonical history, prepared for the
+        viewer (it may be a ten-megabyte tool result)."""
+        from foya_tui.runtime.store.search import message_body
+        from foya_tui.ui.screens.tool_output import prepare_text, text_facts
+
+        worker = get_current_worker()
+        try:
+            runtime, session = self._open_session()
+            event = runtime.store.event(session.id, hit.seq)
+            body = message_body(str(event.kind), event.payload) if event is not None else None
+            if event is None or event.problem is not None or body is None:
+                raise LookupError(f"Seq {hit.seq} is not a readable message of this session's history.")
+            text = body[1]
+            facts = f"seq {hit.seq} · {event.kind} · {text_facts(text)}"
+            prepared = prepare_text(text)
+            if not worker.is_cancelled:
+                self.post_message(HistoryEventRead(hit, facts, prepared))
+        except Exception as exc:
+            if not worker.is_cancelled:
+                self.post_message(HistoryReadFailed(one_line(exc), "event"))
 
     def _open_session(self) -> tuple[Runtime, Session]:
         runtime, session = self.runtime, self._session

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 from textual.message import Message
 
 if TYPE_CHECKING:
-    from foya_tui.runtime.compaction.report import InspectReport
+    from foya_tui.runtime.compaction.report import CoveredBy, InspectReport, RecallHit
     from foya_tui.runtime.compaction.service import Proposal
     from foya_tui.runtime.model import Event
     from foya_tui.runtime.providers.routes import Route
@@ -156,6 +156,51 @@ class SessionInspected(Message):
         self.report = report
         self.max_fingerprints = max_fingerprints
         self.models = models
+
+
+class HistorySearched(Message):
+    """The session's valid history was searched for `query` (`runtime.search`); `hits` are newest
+    first, each with the current checkpoint's segment that summarises it (None: seen verbatim)."""
+
+    def __init__(self, query: str, hits: list[RecallHit], limit: int) -> None:
+        super().__init__()
+        self.query = query
+        self.hits = hits
+        self.limit = limit
+        """The most hits asked for: as many hits as this means there may be more."""
+
+
+class SourceEventsRead(Message):
+    """The message events a checkpoint segment summarises were read from valid history, in seq
+    order; each is a RecallHit whose `covered_by` is that segment and whose snippet is the start of
+    its text. `total` counts them all when only the first `len(events)` were kept."""
+
+    def __init__(self, segment: CoveredBy, events: list[RecallHit], total: int) -> None:
+        super().__init__()
+        self.segment = segment
+        self.events = events
+        self.total = total
+
+
+class HistoryEventRead(Message):
+    """The full text of the event `hit` names was read from canonical history and prepared for
+    viewing (`facts` is one line: kind, size and digest)."""
+
+    def __init__(self, hit: RecallHit, facts: str, prepared: PreparedText) -> None:
+        super().__init__()
+        self.hit = hit
+        self.facts = facts
+        self.prepared = prepared
+
+
+class HistoryReadFailed(Message):
+    """A read of history for the inspector failed: `read` is "search", "sources" or "event";
+    `reason` is one line (for a bad query, the SearchError's sentence)."""
+
+    def __init__(self, reason: str, read: str) -> None:
+        super().__init__()
+        self.reason = reason
+        self.read = read
 
 
 class CompactionStaged(Message):

@@ -7,12 +7,14 @@ measured duration of tool calls (shown on each tool block) and the time zone (th
 local times).
 
 `compaction_history` builds, through the real runtime and the simulator, a session with a
-compaction history for the inspector's tests: see its docstring.
+compaction history for the inspector's tests; `recall_history` an imported session with one
+checkpoint for the inspector's search: see their docstrings.
 """
 
 from __future__ import annotations
 
 import itertools
+import json
 import os
 import platform
 import tempfile
@@ -23,6 +25,7 @@ from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
 from unittest import mock
 
 from textual.pilot import Pilot
@@ -195,3 +198,70 @@ def compaction_history(runtime: Runtime) -> str:
 
 def event_kinds(runtime: Runtime, session_id: str) -> list[EventKind]:
     return [event.kind for event in runtime.store.events(session_id)]
+
+
+MARKUP_MESSAGE = (
+    "Keep [bold]this[/bold] exactly as written: the flaky io test fails on Tuesdays.\n"
+    "Second line: [red]stays[/] too."
+)
+"""A user message of `recall_history` (seq 5) that looks like Textual markup."""
+
+
+def _tool_call(index: int, name: str, arguments: dict[str, str]) -> dict[str, Any]:
+    function = {"name": name, "arguments": json.dumps(arguments)}
+    return {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [{"id": f"call_{index}", "type": "function", "function": function}],
+    }
+
+
+def _tool_result(index: int, text: str) -> dict[str, Any]:
+    return {"role": "tool", "tool_call_id": f"call_{index}", "content": text}
+
+
+def recall_transcript() -> list[dict[str, Any]]:
+    """Fourteen OpenAI-format messages: a Chinese request (seq 1), three tool results of about
+    1,800 characters (seq 3, 7, 11: enough for a summary to shrink the projection), MARKUP_MESSAGE
+    (seq 5), and the phrase "flaky io test" at seq 5, 8, 13 and 14."""
+    listing = "\n".join(
+        f"src/module_{n:02}.py  {n * 37 % 900 + 100} bytes  the module number {n}" for n in range(40)
+    )
+    tests = "\n".join(
+        f"    def test_read_{n}(self):  # retries the read {n} times when the disk is slow" for n in range(24)
+    )
+    limits = "\n".join(
+        f"CACHE_LIMIT_{n} = {n * 1024}  # entries kept before the cache drops the oldest" for n in range(24)
+    )
+    return [
+        {"role": "user", "content": "请列出项目目录里的文件，并说明解析器的作用。"},
+        _tool_call(1, "list_files", {"path": "."}),
+        _tool_result(1, listing),
+        {
+            "role": "assistant",
+            "content": "The project has forty modules under src/; the parser is module_03.",
+        },
+        {"role": "user", "content": MARKUP_MESSAGE},
+        _tool_call(2, "read_file", {"path": "tests/test_io.py"}),
+        _tool_result(2, tests),
+        {
+            "role": "assistant",
+            "content": "test_io.py retries every read; the flaky io test depends on disk speed.",
+        },
+        {"role": "user", "content": "now look at the cache"},
+        _tool_call(3, "read_file", {"path": "src/cache.py"}),
+        _tool_result(3, limits),
+        {"role": "assistant", "content": "cache.py keeps 24 limits."},
+        {"role": "user", "content": "what about the flaky io test?"},
+        {"role": "assistant", "content": "The flaky io test should mock the disk."},
+    ]
+
+
+def recall_history(runtime: Runtime) -> str:
+    """Import `recall_transcript` and compact it on the simulator (run it inside
+    `fixed_surroundings`): one checkpoint, current, whose single segment summarises seq 1–13; the
+    last reply (seq 14) stays verbatim in the model's context. Returns the session id."""
+    info = runtime.import_transcript(json.dumps(recall_transcript()).encode(), "recall.json")
+    result = runtime.compact(info.id)
+    assert result.checkpoint is not None, result.report()
+    return info.id

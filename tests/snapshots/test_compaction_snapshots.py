@@ -65,15 +65,15 @@ async def candidate_open(pilot: Pilot[None]) -> None:
 
 def test_inspector_with_two_checkpoints(snap_compare, history_app: tuple[Runtime, str]) -> None:
     """The inspector on foya-dark: header "Inspector · session 3f2a9c · 2 checkpoints · read from the
-    store". Left, CHECKPOINTS: "● 393fd1bf… current  L2  1 seg" in bold teal with "seg 1  seq 1–44"
-    under it (highlighted), then "○ 015bc26b… earlier  L0  3 seg" with three segments (seq 1–24,
+    store". Left, CHECKPOINTS: "● c7219262… current  L2  1 seg" in bold teal with "seg 1  seq 1–44"
+    under it (highlighted), then "○ e7f6b7a2… earlier  L0  3 seg" with three segments (seq 1–24,
     25–33, 34–39) and a last line "○ (none) · the model sees the full history" in grey. Below,
     DIAGNOSTICS newest first: a yellow "✗ failed" (rejected twice, C-9), two green "✓ accepted" with
     their sizes, a yellow "✗ rejected" (would not shrink); FINGERPRINTS 1/16 with the same reason;
     ACCEPTED BOUNDARIES for foya-sim/large; REWOUND "seq 20–22 (rewind at seq 23)". Right, "SEGMENT
     1 · SEQ 1–44 · LEVEL 2 · 708 TOKENS" above the summary ("## Goal" …) on a darker panel, the
     ledger counts in grey and "✓ valid · source … · route foya-sim/small (bde85c5f)". The footer
-    offers esc close, u undo checkpoint, ^k compact now, f5 refresh."""
+    offers esc close, u undo checkpoint, s source events, / find, ^k compact now, f5 refresh."""
     runtime, session_id = history_app
     app = FoyaApp(runtime, session_id=session_id)
     assert snap_compare(app, terminal_size=TALL, run_before=inspector_open)

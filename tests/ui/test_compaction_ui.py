@@ -644,6 +644,7 @@ async def test_the_new_keys_and_commands_have_ids_and_tooltips(app: FoyaApp, wai
         titles = [command.title for command in app.get_system_commands(app.screen)]
         for title in (
             "inspector: open",
+            "inspector: search history",
             "context: compact now",
             "context: undo compaction",
             "session: rewind to here",

@@ -12,7 +12,8 @@ Between turns the screen also starts what changes how history is seen, each in a
 a manual compaction (its stages on the meter's "last" line, esc cancels, then a dialog to accept
 or decline the candidate), undoing a checkpoint, and a rewind to a focused message (after a
 confirmation; the conversation is then reloaded as on resume). The inspector shows the session's
-checkpoints and compaction log; it is refreshed after each of these.
+checkpoints and compaction log; it is refreshed after each of these. Its searches and reads of
+history run in Bridge workers too, and their results are handed to it from here.
 """
 
 from __future__ import annotations
@@ -38,6 +39,9 @@ from foya_tui.ui.messages import (
     CompactionStaged,
     CompactionUndone,
     ContextReported,
+    HistoryEventRead,
+    HistoryReadFailed,
+    HistorySearched,
     LastCompactionRead,
     RouteResolved,
     RoutesListed,
@@ -47,6 +51,7 @@ from foya_tui.ui.messages import (
     SessionInspected,
     SessionOpened,
     SessionRewound,
+    SourceEventsRead,
     StepsRecorded,
     ToolResultRead,
     ToolResultRecorded,
@@ -612,6 +617,9 @@ class ConversationScreen(Screen[None]):
             refresh=self.bridge.inspect,
             undo=self.action_undo_compaction,
             compact=self.action_compact,
+            search=self.bridge.search_history,
+            read_sources=self.bridge.read_source_events,
+            read_event=self.bridge.read_event,
         )
 
         def closed(_: None) -> None:
@@ -620,9 +628,31 @@ class ConversationScreen(Screen[None]):
         self.app.push_screen(self._inspector, closed)
         self.bridge.inspect()
 
+    def action_search_history(self) -> None:
+        """Open the inspector (if it is not open) with its search box focused."""
+        self.action_open_inspector()
+        if self._inspector is not None:
+            self._inspector.start_search()
+
     def on_session_inspected(self, message: SessionInspected) -> None:
         if self._inspector is not None:
             self._inspector.show(message.report, message.max_fingerprints, message.models)
+
+    def on_history_searched(self, message: HistorySearched) -> None:
+        if self._inspector is not None:
+            self._inspector.show_hits(message.query, message.hits, message.limit)
+
+    def on_source_events_read(self, message: SourceEventsRead) -> None:
+        if self._inspector is not None:
+            self._inspector.show_sources(message.segment, message.events, message.total)
+
+    def on_history_event_read(self, message: HistoryEventRead) -> None:
+        if self._inspector is not None:
+            self._inspector.open_event(message.hit, message.facts, message.prepared)
+
+    def on_history_read_failed(self, message: HistoryReadFailed) -> None:
+        if self._inspector is not None:
+            self._inspector.show_failure(message.reason, message.read)
 
     def _refresh_inspector(self) -> None:
         if self._inspector is not None:

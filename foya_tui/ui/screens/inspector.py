@@ -7,6 +7,14 @@ status and route. Everything comes from one `InspectReport` that the Bridge read
 (`runtime.inspect`): the screen only renders it, and asks the conversation screen (through the
 callbacks it is given) to refresh, undo a checkpoint or compact. Model text is shown as plain
 Text or Content, never parsed as markup.
+
+The right side can also list events of canonical history (HistoryList) in place of the segment:
+`/` searches the whole valid history (`runtime.search`; each hit says which segment of the current
+checkpoint summarises it, or that the model sees it verbatim), and `s` lists the message events the
+selected segment summarises. Enter opens one in full (HistoryEventScreen), whose `g` comes back here
+with that segment selected. Esc closes the list; a second Esc closes the inspector. The reads run in
+Bridge workers too, started through the callbacks; their results arrive through `show_hits`,
+`show_sources`, `open_event` and `show_failure`.
 """
 
 from __future__ import annotations
@@ -21,7 +29,7 @@ from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.content import Content
 from textual.screen import Screen
-from textual.widgets import Footer, Static, Tree
+from textual.widgets import Footer, Input, OptionList, Static, Tree
 
 from foya_tui.ui.widgets.checkpoint_tree import (
     CheckpointTree,
@@ -31,11 +39,13 @@ from foya_tui.ui.widgets.checkpoint_tree import (
     segment_title,
     short_id,
 )
+from foya_tui.ui.widgets.history_list import HistoryList, covered_mark
 
 if TYPE_CHECKING:
     from foya_tui.runtime.compaction.checkpoint import Checkpoint
     from foya_tui.runtime.compaction.recovery import CheckpointRecord
-    from foya_tui.runtime.compaction.report import DiagnosticRecord, InspectReport
+    from foya_tui.runtime.compaction.report import CoveredBy, DiagnosticRecord, InspectReport, RecallHit
+    from foya_tui.ui.screens.tool_output import PreparedText
 
 READING = "reading the session…"
 MUTED = "$foreground 60%"
@@ -51,6 +61,8 @@ OUTCOME_MARKS = {
     "cancelled": ("·", MUTED),
 }
 FAILED_MARK = ("✗", "$text-warning")
+SEARCH_HINT = 'all words must match · "a phrase" · any language · enter searches'
+SELECT_SEGMENT = "Select a segment in the tree first: its source events are the messages it summarises."
 
 
 def local_time(stamp: str) -> str:
@@ -175,6 +187,20 @@ def checkpoint_facts(record: CheckpointRecord, checkpoint: Checkpoint, status: s
     return clean("\n".join(lines))
 
 
+def sentence(reason: str) -> str:
+    """A one-line reason as a sentence for a notification: capitalised, with a full stop."""
+    reason = reason.strip()
+    if not reason:
+        return "Reading the session's history failed."
+    reason = reason[0].upper() + reason[1:]
+    return reason if reason[-1] in ".!?" else f"{reason}."
+
+
+def one_line_text(text: str) -> str:
+    """Untrusted text (a query) on one line, cleaned of escapes."""
+    return " ".join(clean(text).split())
+
+
 def status_content(record: CheckpointRecord, models: Mapping[str, str]) -> Content:
     """`✓ valid · source 4be1c0de… · route foya-sim/small (bde85c5f)`, or the problem."""
     checkpoint = record.checkpoint
@@ -196,6 +222,15 @@ class InspectorScreen(Screen[None]):
 
     CSS_PATH = "inspector.tcss"
     BINDINGS: ClassVar[list[BindingType]] = [
+        # Two bindings on esc: the first closes a list (search or source events) when one is shown,
+        # and is passed over (hidden from the footer) otherwise.
+        Binding(
+            "escape",
+            "close_list",
+            "back",
+            id="inspector.back",
+            tooltip="Close the list and show the selected segment again",
+        ),
         Binding("escape", "close", "close", id="inspector.close", tooltip="Back to the conversation"),
         Binding(
             "u",
@@ -204,6 +239,21 @@ class InspectorScreen(Screen[None]):
             id="inspector.undo",
             tooltip="Make the previous checkpoint (or none) current again; a new event records it, "
             "nothing is deleted",
+        ),
+        Binding(
+            "s",
+            "source_events",
+            "source events",
+            id="inspector.sources",
+            tooltip="List the messages of history the selected segment summarises; Enter opens one in full",
+        ),
+        Binding(
+            "slash",
+            "search",
+            "find",
+            id="inspector.search",
+            tooltip='Search the whole valid history: words (all must match) and "quoted phrases"; each hit '
+            "says which segment summarises it",
         ),
         Binding(
             "ctrl+k",
@@ -222,20 +272,35 @@ class InspectorScreen(Screen[None]):
         refresh: Callable[[], None],
         undo: Callable[[], None],
         compact: Callable[[], None],
+        search: Callable[[str], None],
+        read_sources: Callable[[CoveredBy], None],
+        read_event: Callable[[RecallHit], None],
     ) -> None:
         """`refresh` asks for a new report (it arrives through `show`); `undo` and `compact` start
-        those actions on the conversation screen, which confirms and runs them."""
+        those actions on the conversation screen, which confirms and runs them. `search`,
+        `read_sources` and `read_event` start reads of history whose results arrive through
+        `show_hits`, `show_sources` and `open_event`."""
         super().__init__()
         self.session_label = session_label
         self._refresh = refresh
         self._undo = undo
         self._compact = compact
+        self._search = search
+        self._read_sources = read_sources
+        self._read_event = read_event
         self.report: InspectReport | None = None
         self.max_fingerprints = 0
         self._known: Mapping[str, str] = {}
         self._models: dict[str, str] = {}
         self._mounted = False
         """A report may arrive before the screen is mounted; it is then rendered on mount."""
+        self._search_on_mount = False
+        self.listing: str | None = None
+        """What the right side lists instead of the selected segment: "search", "sources" or None."""
+        self._query: str | None = None
+        """The query whose hits are awaited or shown (older searches' results are ignored)."""
+        self._sources_of: CoveredBy | None = None
+        """The segment whose source events are awaited or shown."""
 
     def compose(self) -> ComposeResult:
         yield Static(id="inspector-header")
@@ -247,6 +312,9 @@ class InspectorScreen(Screen[None]):
                     yield Static(id="log")
             with Vertical(id="inspector-detail"):
                 yield Static(id="detail-title")
+                yield Input(placeholder='search history: words, "a phrase"', id="search-input")
+                yield Static(Content.styled(SEARCH_HINT, MUTED), id="search-hint")
+                yield HistoryList(id="history-list")
                 with VerticalScroll(id="detail-scroll"):
                     yield Static(id="detail-text")
                 yield Static(id="detail-ledger")
@@ -255,15 +323,22 @@ class InspectorScreen(Screen[None]):
 
     def on_mount(self) -> None:
         self._mounted = True
+        self._show_list(None)
         self.query_one(CheckpointTree).focus()
         if self.report is not None:
             self._render_report()
         else:
             self._show_header(READING)
+        if self._search_on_mount:
+            self.action_search()
 
     @property
     def tree(self) -> CheckpointTree:
         return self.query_one(CheckpointTree)
+
+    @property
+    def history_list(self) -> HistoryList:
+        return self.query_one(HistoryList)
 
     def _show_header(self, note: str | None) -> None:
         parts: list[str | tuple[str, str]] = [
@@ -300,34 +375,197 @@ class InspectorScreen(Screen[None]):
         self._show_entry(event.node.data)
 
     def _show_entry(self, entry: TreeEntry | None) -> None:
-        title = self.query_one("#detail-title", Static)
         text = self.query_one("#detail-text", Static)
         ledger = self.query_one("#detail-ledger", Static)
         status = self.query_one("#detail-status", Static)
         record = entry.record if entry is not None else None
         checkpoint = entry.checkpoint if entry is not None else None
         if entry is None or entry.kind == "none" or record is None:
-            title.update(Content.styled("NO CHECKPOINT" if entry is not None else "", "bold"))
+            title = "NO CHECKPOINT" if entry is not None else ""
             text.update(Text(NO_CHECKPOINT if entry is not None else ""))
             ledger.update("")
             status.update("")
         elif entry.segment is not None:
-            title.update(Content.styled(segment_title(entry.segment).upper(), "bold"))
+            title = segment_title(entry.segment).upper()
             text.update(Text(clean(entry.segment.text)))
         elif checkpoint is not None:
-            title.update(Content.styled(f"CHECKPOINT {short_id(record.id)} · {entry.status}", "bold"))
+            title = f"CHECKPOINT {short_id(record.id)} · {entry.status}"
             text.update(Text(checkpoint_facts(record, checkpoint, entry.status)))
         else:
-            title.update(Content.styled(f"CHECKPOINT {clean(record.id)} · unreadable", "bold"))
+            title = f"CHECKPOINT {clean(record.id)} · unreadable"
             problem = record.problem or "neither its row nor its event holds a valid checkpoint"
             text.update(Text(clean(problem)))
         if record is not None:
             ledger.update(Content(ledger_counts_text(checkpoint.ledger.counts)) if checkpoint else "")
             status.update(status_content(record, self._models))
+        # While a list is shown the title is the list's; the hidden detail still follows the tree.
+        if self.listing is None:
+            self.query_one("#detail-title", Static).update(Content.styled(title, "bold"))
         self.query_one("#detail-scroll", VerticalScroll).scroll_home(animate=False)
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        # Both are on esc: a shown list is closed first, the inspector only when none is shown.
+        if action == "close_list":
+            return self.listing is not None
+        if action == "close":
+            return self.listing is None
+        return True
 
     def action_close(self) -> None:
         self.dismiss(None)
+
+    def action_close_list(self) -> None:
+        self._show_list(None)
+        self.tree.focus()
+
+    # -- lists of canonical history: search hits and a segment's source events ---------------------
+
+    def _show_list(self, listing: str | None) -> None:
+        """Show the search box and list ("search"), the list alone ("sources"), or the selected
+        tree line's detail (None)."""
+        self.listing = listing
+        searching = listing == "search"
+        self.query_one("#search-input", Input).display = searching
+        self.query_one("#search-hint", Static).display = searching
+        self.history_list.display = listing is not None
+        for selector in ("#detail-scroll", "#detail-ledger", "#detail-status"):
+            self.query_one(selector).display = listing is None
+        if listing is None:
+            self._query = self._sources_of = None
+            self.history_list.forget()
+            self._show_entry(self.tree.cursor_node.data if self.tree.cursor_node is not None else None)
+        self.refresh_bindings()
+
+    def _list_title(self, *parts: str | tuple[str, str]) -> None:
+        self.query_one("#detail-title", Static).update(Content.assemble(*parts))
+
+    def start_search(self) -> None:
+        """Open the search box (the palette's "inspector: search history"); before the screen is
+        mounted, it opens on mount."""
+        if self._mounted:
+            self.action_search()
+        else:
+            self._search_on_mount = True
+
+    def action_search(self) -> None:
+        box = self.query_one("#search-input", Input)
+        if self.listing != "search":
+            self._show_list("search")
+            self._list_title(("SEARCH HISTORY", "bold"))
+        box.focus()
+        box.select_all()
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        event.stop()
+        self._query = event.value
+        self.history_list.forget()
+        self._list_title(("SEARCH ", "bold"), f"· {one_line_text(event.value)} ", ("· searching…", MUTED))
+        self._search(event.value)
+
+    def show_hits(self, query: str, hits: list[RecallHit], limit: int) -> None:
+        """List the hits of a search (ignored unless it is the one the search box last asked for)."""
+        if self.listing != "search" or query != self._query:
+            return
+        if not hits:
+            found = "no event of valid history matches"
+        elif len(hits) >= limit:
+            found = f"the newest {len(hits)} hits (there may be more: add words to narrow it)"
+        else:
+            found = f"{len(hits)} hit{'s' if len(hits) != 1 else ''}, newest first"
+        self._list_title(("SEARCH ", "bold"), f"· {one_line_text(query)} ", (f"· {found}", MUTED))
+        marks = [covered_mark(hit.covered_by, self._status_of(hit.covered_by)) for hit in hits]
+        self.history_list.show(hits, marks)
+        if hits:
+            self.history_list.focus()
+
+    def action_source_events(self) -> None:
+        from foya_tui.runtime.compaction.report import CoveredBy
+
+        node = self.tree.cursor_node
+        entry = node.data if node is not None else None
+        if entry is None or entry.segment is None or entry.record is None:
+            self.notify(SELECT_SEGMENT, timeout=4)
+            return
+        segment = entry.segment
+        self._show_list("sources")
+        self._sources_of = CoveredBy(entry.record.id, segment.index, segment.from_seq, segment.through_seq)
+        self._sources_title("reading…")
+        self._read_sources(self._sources_of)
+
+    def _sources_title(self, note: str) -> None:
+        covered = self._sources_of
+        assert covered is not None
+        seqs = f"SEQ {covered.from_seq}–{covered.through_seq}"
+        self._list_title(
+            (f"SOURCE EVENTS · SEGMENT {covered.segment} · {seqs} ", "bold"),
+            (f"· {note} · checkpoint {short_id(covered.checkpoint_id)}", MUTED),
+        )
+
+    def show_sources(self, segment: CoveredBy, events: list[RecallHit], total: int) -> None:
+        """List the source events of a segment (ignored unless it is the one last asked for)."""
+        if self.listing != "sources" or segment != self._sources_of:
+            return
+        if not events:
+            self._sources_title("no message of valid history (a rewind may have removed them)")
+        else:
+            shown = f", the first {len(events):,} listed" if total > len(events) else ""
+            self._sources_title(f"{total:,} message{'s' if total != 1 else ''}{shown}")
+        self.history_list.show(events, [None] * len(events))
+        if events:
+            self.history_list.focus()
+
+    def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
+        event.stop()
+        hit = self.history_list.hit_at(event.option_index)
+        if hit is not None:
+            self._read_event(hit)
+
+    def open_event(self, hit: RecallHit, facts: str, prepared: PreparedText) -> None:
+        """Show an event's full text, read from canonical history, with what summarises it."""
+        # Imported on first use, like the tool result viewer it extends.
+        from foya_tui.ui.screens.history_event import HistoryEventScreen
+
+        covered = hit.covered_by
+        mark = covered_mark(covered, self._status_of(covered))
+        if covered is None:
+            where = "no checkpoint segment summarises it"
+        else:
+            where = f"the segment covers seq {covered.from_seq}–{covered.through_seq}"
+        # The space is a run of its own: SVG renderers drop a styled run's leading spaces.
+        mark = Content.assemble(mark, " ", (f"· {where}", MUTED))
+        screen = HistoryEventScreen(hit, facts, prepared, mark=mark, go_to_segment=self.go_to_segment)
+        self.app.push_screen(screen)
+
+    def go_to_segment(self, covered: CoveredBy) -> None:
+        """Close the list and select `covered`'s segment in the tree (its text shows on the right)."""
+        self._show_list(None)
+        self.tree.focus()
+        if not self.tree.select_segment(covered.checkpoint_id, covered.segment):
+            self.notify(
+                f"Segment {covered.segment} of checkpoint {short_id(covered.checkpoint_id)} is not in the "
+                "tree: press f5 to read the session again.",
+                severity="warning",
+                markup=False,
+            )
+
+    def show_failure(self, reason: str, read: str) -> None:
+        """A read of history failed (`read`: "search", "sources" or "event"): one sentence; a bad
+        query's SearchError says what to fix."""
+        self.notify(sentence(reason), severity="error", markup=False)
+        if read == "search" and self.listing == "search" and self._query is not None:
+            self._list_title(("SEARCH ", "bold"), f"· {one_line_text(self._query)} ", ("· not run", MUTED))
+            self._query = None
+            self.query_one("#search-input", Input).focus()
+        elif read == "sources" and self.listing == "sources" and self._sources_of is not None:
+            self._sources_title("could not be read")
+
+    def _status_of(self, covered: CoveredBy | None) -> str | None:
+        """The status of the checkpoint `covered` names, as the report has it (None if unknown)."""
+        report = self.report
+        if covered is None or report is None:
+            return None
+        record = next((r for r in report.records if r.id == covered.checkpoint_id), None)
+        return report.status(record) if record is not None else None
 
     def action_undo(self) -> None:
         self._undo()

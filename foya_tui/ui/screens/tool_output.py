@@ -1,4 +1,5 @@
-"""Provides the full-text view of a tool result: a modal, read-only, scrollable and searchable.
+"""Provides the full-text view of a stored event (a tool result here; any message from the inspector,
+in `history_event`): a modal, read-only, scrollable and searchable.
 
 A result can be ten megabytes, so the text is prepared off the UI thread (`prepare_text`, called in
 the Bridge's worker that reads it from history): cleaned of escapes, tabs expanded, split into
@@ -20,6 +21,7 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical
+from textual.content import Content
 from textual.geometry import Size
 from textual.screen import ModalScreen
 from textual.scroll_view import ScrollView
@@ -27,7 +29,9 @@ from textual.selection import Selection
 from textual.strip import Strip
 from textual.widgets import Input, Static
 
+from foya_tui.runtime.digests import sha256_hex
 from foya_tui.runtime.text import strip_control
+from foya_tui.ui.widgets.tool_block import plural
 
 PIECE_CHARS = 1_000
 """Lines longer than this are shown as several display lines (a minified file is one line)."""
@@ -70,6 +74,13 @@ def prepare_text(content: str) -> PreparedText:
     else:
         width = max((cell_len(line) for line in lines), default=0)
     return PreparedText(text, lines, starts, width)
+
+
+def text_facts(content: str) -> str:
+    """`1,523 characters · 31 lines · sha256 …`: what the viewer's facts line says of any text (call it
+    in the worker that reads the text: the digest of ten megabytes takes a while)."""
+    lines = content.count("\n") + (0 if not content or content.endswith("\n") else 1)
+    return f"{plural(len(content), 'character')} · {plural(lines, 'line')} · sha256 {sha256_hex(content)}"
 
 
 @dataclass(frozen=True)
@@ -168,7 +179,8 @@ class TextView(ScrollView, can_focus=True):
 
 
 class ToolOutputScreen(ModalScreen[None]):
-    """The full text of one tool result, from canonical history; `/` finds, Enter goes to the next."""
+    """The full text of one tool result, from canonical history; `/` finds, Enter goes to the next.
+    `note`, when given, is a line under the facts (the inspector says there what summarises the event)."""
 
     CSS_PATH = "tool_output.tcss"
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -185,11 +197,21 @@ class ToolOutputScreen(ModalScreen[None]):
         Binding("n", "next_match", "next", id="output.next", tooltip="Jump to the next match", show=False),
     ]
 
-    def __init__(self, title: str, facts: str, prepared: PreparedText) -> None:
+    def __init__(
+        self,
+        title: str,
+        facts: str,
+        prepared: PreparedText,
+        *,
+        note: Content | None = None,
+        help_text: str = HELP,
+    ) -> None:
         super().__init__()
         self.title_text = title
         self.facts = facts
         self.prepared = prepared
+        self.note = note
+        self.help_text = help_text
         self._query = ""
         self._match: Match | None = None
 
@@ -197,9 +219,11 @@ class ToolOutputScreen(ModalScreen[None]):
         with Vertical(id="output-dialog") as dialog:
             dialog.border_title = self.title_text
             yield Static(Text(self.facts), id="output-facts")
+            if self.note is not None:
+                yield Static(self.note, id="output-note")
             yield TextView(self.prepared, id="output-text")
             yield Input(placeholder="find (case-insensitive) · enter next", id="output-find")
-            yield Static(Text(HELP), id="output-help")
+            yield Static(Text(self.help_text), id="output-help")
 
     def on_mount(self) -> None:
         self.query_one("#output-find", Input).display = False

@@ -159,6 +159,25 @@ class CheckpointTree(Tree[TreeEntry]):
         self.get_node_at_line(0)
         self.move_cursor(target)
 
+    def select_segment(self, checkpoint_id: str, index: int) -> bool:
+        """Move the cursor to segment `index` of checkpoint `checkpoint_id`; False if no line shows it."""
+        for checkpoint in self.root.children:
+            for line in checkpoint.children:
+                entry = line.data
+                if (
+                    entry is not None
+                    and entry.segment is not None
+                    and entry.record is not None
+                    and entry.record.id == checkpoint_id
+                    and entry.segment.index == index
+                ):
+                    if not checkpoint.is_expanded:
+                        checkpoint.expand()
+                        self.get_node_at_line(0)  # lay the new lines out, as in `show`
+                    self.move_cursor(line)
+                    return True
+        return False
+
     def render_label(self, node: TreeNode[TreeEntry], base_style: Style, style: Style) -> Text:
         entry = node.data
         role = None
