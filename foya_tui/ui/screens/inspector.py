@@ -31,6 +31,7 @@ from textual.content import Content
 from textual.screen import Screen
 from textual.widgets import Footer, Input, OptionList, Static, Tree
 
+from foya_tui.ui.widgets.budget_meter import one_line
 from foya_tui.ui.widgets.checkpoint_tree import (
     CheckpointTree,
     TreeEntry,
@@ -194,11 +195,6 @@ def sentence(reason: str) -> str:
         return "Reading the session's history failed."
     reason = reason[0].upper() + reason[1:]
     return reason if reason[-1] in ".!?" else f"{reason}."
-
-
-def one_line_text(text: str) -> str:
-    """Untrusted text (a query) on one line, cleaned of escapes."""
-    return " ".join(clean(text).split())
 
 
 def status_content(record: CheckpointRecord, models: Mapping[str, str]) -> Content:
@@ -459,8 +455,12 @@ class InspectorScreen(Screen[None]):
         event.stop()
         self._query = event.value
         self.history_list.forget()
-        self._list_title(("SEARCH ", "bold"), f"· {one_line_text(event.value)} ", ("· searching…", MUTED))
+        self._search_title(event.value, "searching…")
         self._search(event.value)
+
+    def _search_title(self, query: str, note: str) -> None:
+        """`SEARCH · "flaky io test" · 4 hits, newest first`."""
+        self._list_title(("SEARCH ", "bold"), f"· {one_line(query)} ", (f"· {note}", MUTED))
 
     def show_hits(self, query: str, hits: list[RecallHit], limit: int) -> None:
         """List the hits of a search (ignored unless it is the one the search box last asked for)."""
@@ -472,7 +472,7 @@ class InspectorScreen(Screen[None]):
             found = f"the newest {len(hits)} hits (there may be more: add words to narrow it)"
         else:
             found = f"{len(hits)} hit{'s' if len(hits) != 1 else ''}, newest first"
-        self._list_title(("SEARCH ", "bold"), f"· {one_line_text(query)} ", (f"· {found}", MUTED))
+        self._search_title(query, found)
         marks = [covered_mark(hit.covered_by, self._status_of(hit.covered_by)) for hit in hits]
         self.history_list.show(hits, marks)
         if hits:
@@ -553,7 +553,7 @@ class InspectorScreen(Screen[None]):
         query's SearchError says what to fix."""
         self.notify(sentence(reason), severity="error", markup=False)
         if read == "search" and self.listing == "search" and self._query is not None:
-            self._list_title(("SEARCH ", "bold"), f"· {one_line_text(self._query)} ", ("· not run", MUTED))
+            self._search_title(self._query, "not run")
             self._query = None
             self.query_one("#search-input", Input).focus()
         elif read == "sources" and self.listing == "sources" and self._sources_of is not None:

@@ -16,6 +16,7 @@ from textual.content import Content
 from textual.widgets import OptionList
 from textual.widgets.option_list import Option
 
+from foya_tui.ui.widgets.budget_meter import one_line
 from foya_tui.ui.widgets.checkpoint_tree import clean, short_id
 
 if TYPE_CHECKING:
@@ -41,7 +42,7 @@ def hit_row(hit: RecallHit, mark: Content | None) -> Content:
     head = Content.assemble((f"seq {hit.seq} ", "bold"), f"· {clean(hit.role or hit.kind)} ")
     if mark is not None:
         head = Content.assemble(head, "· ", mark)
-    text = " ".join(clean(hit.snippet).split()) or "(no text)"
+    text = one_line(hit.snippet) or "(no text)"
     return Content.assemble(head, "\n  ", (text, "$foreground"))
 
 
