@@ -14,6 +14,7 @@ from snapshot_scene import (
     SEGMENTED,
     compaction_history,
     fixed_surroundings,
+    long_message,
     make_app,
     open_runtime,
     send,
@@ -33,7 +34,15 @@ from tests.fakes.scripted import ScriptedClient
 WIDE = (120, 34)
 TALL = (120, 48)
 """Tall enough for every section of the inspector's log to be in view."""
-TURNS = ("hello", "what files are in this project?", "remember: always use tabs", "summarise")
+TURNS = (
+    "hello",
+    long_message(0),
+    long_message(1),
+    "what files are in this project?",
+    "remember: always use tabs",
+    "summarise",
+)
+"""Enough history for a checkpoint to shrink the projection (recall tools included)."""
 
 
 @pytest.fixture
@@ -95,12 +104,13 @@ def test_inspector_light_theme(snap_compare, history_app: tuple[Runtime, str]) -
 
 
 def test_compaction_candidate_dialog(snap_compare, scene_runtime: Runtime) -> None:
-    """After four turns and ctrl+k: a dialog titled "Accept this checkpoint?" (subtitle "standalone ·
-    foya-sim/small") over the dimmed conversation. A bold line "1,538 → 1,427 tokens (−7%) · 1
-    segment · level 0 · seq 1–16 · 11 messages", then the summary on a darker panel under a dim
-    "segment 1 · seq 1–16 · level 0 · 189 tokens" line (## Goal … ## Critical Context), the grey
-    ledger line "ledger: 1 rule · 3 requests · 0 files modified · 1 file read · 0 commands · 0
-    errors", the buttons "Accept (a)" and "Decline (d)" (focused) and the help line, all in view."""
+    """After six turns and ctrl+k: a dialog titled "Accept this checkpoint?" (subtitle "standalone ·
+    foya-sim/small") over the dimmed conversation. A bold line "2,378 → 2,357 tokens (-1%) · 1
+    segment · level 0 · seq 1–22 · 15 messages" (small: the recall tools join the request once a
+    checkpoint exists), then the summary on a darker panel under a dim "segment 1 · seq 1–22 ·
+    level 0 · 260 tokens" line (## Goal … ## Critical Context), the grey ledger line "ledger: 1
+    rule · 5 requests · 0 files modified · 1 file read · 0 commands · 0 errors", the buttons
+    "Accept (a)" and "Decline (d)" (focused) and the help line, all in view."""
     assert snap_compare(make_app(scene_runtime), terminal_size=WIDE, run_before=candidate_open)
 
 
@@ -108,8 +118,8 @@ def test_meter_after_an_accepted_compaction(
     snap_compare, scene_runtime: Runtime, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The candidate accepted with a: the dialog is gone and a notification says "Context compacted:
-    1,538 → 1,427 tokens (1 segment, level 0)." At the bottom of the meter, under the sparkline:
-    "CHECKPOINT 970f… L0 · 1 seg" (the first word bold) and a green "last: standalone ✓ 1.5k→1.4k";
+    2,378 → 2,357 tokens (1 segment, level 0)." At the bottom of the meter, under the sparkline:
+    "CHECKPOINT 6e6d… L0 · 1 seg" (the first word bold) and a green "last: standalone ✓ 2.4k→2.4k";
     the badge reads "estimate (history was rewritten since the last measured request)"."""
     monkeypatch.setattr(CompactionScreen, "GRACE_SECONDS", 0.0)
 
