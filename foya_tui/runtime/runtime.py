@@ -195,15 +195,10 @@ class Runtime:
         progress: ProgressCallback | None = None,
     ) -> CompactionResult:
         """Standalone compaction of an idle session (SPEC C-3), on the session's route by default."""
-        session = self.open_session(id_or_prefix, route)
-        return self.compaction.compact(
-            session.id,
-            session.route,
-            Trigger.MANUAL,
-            phase=Phase.STANDALONE,
-            cancel=cancel,
-            progress=progress,
-        )
+        proposed = self.propose_compaction(id_or_prefix, route, cancel=cancel, progress=progress)
+        if isinstance(proposed, CompactionResult):
+            return proposed
+        return self.compaction.commit(proposed, progress=progress)
 
     def propose_compaction(
         self,
@@ -225,6 +220,7 @@ class Runtime:
         )
 
     def commit_compaction(self, proposal: Proposal) -> CompactionResult:
+        """Commit a proposal the user accepted (it is refused if history moved on meanwhile)."""
         return self.compaction.commit(proposal)
 
     def decline_compaction(self, proposal: Proposal) -> CompactionResult:
