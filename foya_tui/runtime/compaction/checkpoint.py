@@ -288,8 +288,8 @@ class HistoryFacts:
     """What P-2 checks a checkpoint against: the session's valid history as it is now."""
 
     session_id: str
-    user_seqs: frozenset[int]
-    """Seqs of the valid user messages (possible head anchors)."""
+    anchor_is_valid_user_message: bool
+    """Whether the checkpoint's head anchor seq names a valid (readable, not rewound) user message."""
     source_digest: str
     """`EventStore.source_digest` up to the checkpoint's through seq."""
     last_seq: int
@@ -300,7 +300,7 @@ def check_against_history(checkpoint: Checkpoint, facts: HistoryFacts) -> None:
     _require(checkpoint.session_id == facts.session_id, "it belongs to another session")
     _require(checkpoint.through_seq <= facts.last_seq, "it covers events that do not exist")
     if checkpoint.head_anchor_seq is not None:
-        _require(checkpoint.head_anchor_seq in facts.user_seqs, "its head anchor is not a valid user message")
+        _require(facts.anchor_is_valid_user_message, "its head anchor is not a valid user message")
     _require(
         checkpoint.source_digest == facts.source_digest,
         "the covered events no longer match its source digest (history changed or was rewound)",

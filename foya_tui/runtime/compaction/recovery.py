@@ -41,7 +41,6 @@ class CheckpointRecord:
 @dataclass(frozen=True)
 class CheckpointState:
     current: Checkpoint | None
-    current_event_seq: int | None
     lineage: tuple[str, ...] = ()
     """Ids of the usable checkpoints after the last rewind, oldest first (undo walks back through it)."""
     notices: tuple[str, ...] = ()
@@ -65,19 +64,18 @@ class CheckpointReader:
         self._compaction = compaction
 
     def facts(self, session_id: str, checkpoint: Checkpoint) -> HistoryFacts:
-        anchor_users: frozenset[int] = frozenset()
+        anchor_ok = False
         if checkpoint.head_anchor_seq is not None:
             anchor = self._events.event(session_id, checkpoint.head_anchor_seq)
-            if (
+            anchor_ok = (
                 anchor is not None
                 and anchor.problem is None
                 and message_role(anchor) is Role.USER
                 and not rewound(anchor.seq, self._events.rewinds_after(session_id, anchor.seq))
-            ):
-                anchor_users = frozenset({anchor.seq})
+            )
         return HistoryFacts(
             session_id=session_id,
-            user_seqs=anchor_users,
+            anchor_is_valid_user_message=anchor_ok,
             source_digest=self._compaction.source_digest(session_id, checkpoint.through_seq).digest,
             last_seq=self._events.last_seq(session_id),
         )
@@ -122,12 +120,11 @@ class CheckpointReader:
         if current is not None:
             candidates += [cid for cid in reversed(order[: order.index(current)])]
         chosen: Checkpoint | None = None
-        chosen_seq: int | None = None
         for checkpoint_id in candidates:
             checkpoint, _ = self._load(session_id, checkpoint_id, completions[checkpoint_id], notices, repair)
             tried.add(checkpoint_id)
             if checkpoint is not None:
-                chosen, chosen_seq = checkpoint, completions[checkpoint_id].seq
+                chosen = checkpoint
                 break
         if repair:
             self._repair_rows(
@@ -136,7 +133,6 @@ class CheckpointReader:
             self._drop_stray_rows(session_id, control, notices)
         return CheckpointState(
             current=chosen,
-            current_event_seq=chosen_seq,
             lineage=tuple(order),
             notices=tuple(notices),
             control_seq=control_seq,
