@@ -412,20 +412,26 @@ class Bridge(Widget):
         """Read the message events `segment` summarises (seqs from_seq..through_seq of valid history),
         each with the start of its text."""
         from foya_tui.runtime.compaction.report import RecallHit
-        from foya_tui.runtime.history import valid_events
+        from foya_tui.runtime.history import rewound, valid_events
         from foya_tui.runtime.store.search import message_body, snippet
 
         worker = get_current_worker()
         try:
             runtime, session = self._open_session()
-            # From the segment's first seq to the end: a later rewind can have invalidated events of
-            # the range (SPEC H-4), and valid_events applies every rewind it is given.
-            events = valid_events(runtime.store.events(session.id, after_seq=segment.from_seq - 1))
+            # Only the range is read: rewinds inside it apply through valid_events, and a later
+            # rewind can only have invalidated it by going back before its events (SPEC H-4).
+            store = runtime.store
+            later = store.rewinds_after(session.id, segment.through_seq)
+            events = [
+                event
+                for event in valid_events(
+                    store.events(session.id, after_seq=segment.from_seq - 1, through_seq=segment.through_seq)
+                )
+                if not rewound(event.seq, later)
+            ]
             rows: list[RecallHit] = []
             total = 0
             for event in events:
-                if event.seq > segment.through_seq:
-                    break
                 body = message_body(str(event.kind), event.payload)
                 if body is None:  # usage records, compaction events, rewinds: not messages
                     continue

@@ -225,12 +225,15 @@ class EventStore:
         )
         return appended
 
-    def events(self, session_id: str, after_seq: int = 0) -> list[Event]:
-        """The session's canonical history in seq order (from `after_seq`, exclusive)."""
-        cursor = self._sql.execute_sql(
-            "SELECT seq, kind, payload, created_at FROM event WHERE session_id = ? AND seq > ? ORDER BY seq",
-            (session_id, after_seq),
-        )
+    def events(self, session_id: str, after_seq: int = 0, through_seq: int | None = None) -> list[Event]:
+        """The session's canonical history in seq order (from `after_seq`, exclusive, up to
+        `through_seq`, inclusive)."""
+        sql = "SELECT seq, kind, payload, created_at FROM event WHERE session_id = ? AND seq > ?"
+        params: list[Any] = [session_id, after_seq]
+        if through_seq is not None:
+            sql += " AND seq <= ?"
+            params.append(through_seq)
+        cursor = self._sql.execute_sql(sql + " ORDER BY seq", params)
         return [decode_event(session_id, seq, kind, payload, at) for seq, kind, payload, at in cursor]
 
     def event(self, session_id: str, seq: int) -> Event | None:
