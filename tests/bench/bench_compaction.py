@@ -247,7 +247,7 @@ def local_cost(size: int, rounds: int, folder: Path) -> dict[str, float]:
         timings["propose"] = time.perf_counter() - started
         assert not hasattr(proposal, "outcome"), proposal  # a Proposal, not a failed result
         candidate: Checkpoint = proposal.checkpoint
-        source = store.source_digest(session_id, candidate.through_seq).digest
+        source = store.source_digest(session_id, candidate.through_seq)
 
         def accept() -> None:
             before = compiler.compile(session_id, route).layers.total

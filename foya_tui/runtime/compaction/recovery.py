@@ -76,7 +76,7 @@ class CheckpointReader:
         return HistoryFacts(
             session_id=session_id,
             anchor_is_valid_user_message=anchor_ok,
-            source_digest=self._compaction.source_digest(session_id, checkpoint.through_seq).digest,
+            source_digest=self._compaction.source_digest(session_id, checkpoint.through_seq),
             last_seq=self._events.last_seq(session_id),
         )
 

@@ -205,7 +205,7 @@ class CompactionService:
         attempt.plan = planned
         while True:
             plan = attempt.plan
-            source = self._store.source_digest(session_id, plan.through_seq).digest
+            source = self._store.source_digest(session_id, plan.through_seq)
             attempt.fingerprint = failure_fingerprint(
                 route_id=route.id,
                 parent_id=current.id if current is not None else None,

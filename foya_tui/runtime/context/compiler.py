@@ -88,7 +88,6 @@ class RequestView:
     revision: str
     """Identifies the projection's shape (rewinds, checkpoint); a measured baseline is only reused
     for a request of the same revision (SPEC B-7)."""
-    checkpoint_id: str | None
     checkpoint: Checkpoint | None
     """The checkpoint this request's projection applies (SPEC V: Model Projection), if any."""
     layers: LayerTokens
@@ -101,6 +100,10 @@ class RequestView:
     shortened_seqs: tuple[int, ...] = ()
     """Tool results shown shortened in this request (SPEC T-1)."""
     notices: tuple[str, ...] = ()
+
+    @property
+    def checkpoint_id(self) -> str | None:
+        return self.checkpoint.id if self.checkpoint is not None else None
 
     def provider_request(self) -> ProviderRequest:
         return ProviderRequest(route=self.route, messages=tuple(self.messages), tools=self.tools)
@@ -385,7 +388,6 @@ class HistorySnapshot:
     entries: tuple[LogEntry, ...]
     open_group_seq: int | None
     anchor_index: int | None
-    last_seq: int
     checkpoints: CheckpointState | None
 
     @property
@@ -481,7 +483,6 @@ class ContextCompiler:
                 entries=tuple(state.log.entries),
                 open_group_seq=state.log.open_group_seq,
                 anchor_index=state.log.anchor_index,
-                last_seq=state.last_seq,
                 checkpoints=current,
             )
 
@@ -692,7 +693,6 @@ class ContextCompiler:
             through_seq=state.last_seq,
             anchor_seq=entries[anchor].seq if anchor < count else None,
             revision=revision,
-            checkpoint_id=checkpoint.id if checkpoint is not None else None,
             checkpoint=checkpoint,
             layers=layers,
             counter=counter.name,

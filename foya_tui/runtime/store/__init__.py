@@ -4,7 +4,6 @@ from foya_tui.runtime.store.checkpoints import (
     AcceptedBoundary,
     CompactionStore,
     Fingerprint,
-    SourceDigest,
     StoredCheckpoint,
 )
 from foya_tui.runtime.store.db import Database, StoreError, open_database
@@ -19,7 +18,6 @@ __all__ = [
     "Fingerprint",
     "SearchError",
     "SearchHit",
-    "SourceDigest",
     "StoreError",
     "StoredCheckpoint",
     "UnknownSessionError",

@@ -58,13 +58,6 @@ class Fingerprint:
     recorded_at: str
 
 
-@dataclass(frozen=True)
-class SourceDigest:
-    digest: str
-    messages: int
-    """How many message events (valid, up to the seq) the digest covers."""
-
-
 class CompactionStore:
     """Compaction state of every session in one database."""
 
@@ -171,7 +164,7 @@ class CompactionStore:
         )
         return [decode_event(session_id, *found) for found in cursor]
 
-    def source_digest(self, session_id: str, through_seq: int) -> SourceDigest:
+    def source_digest(self, session_id: str, through_seq: int) -> str:
         """Digest of the valid message events 1..through_seq exactly as stored (SPEC C-5, P-2).
 
         Stored rows are immutable, so hashing their text (not a re-encoding) is exact and cheap;
@@ -189,15 +182,13 @@ class CompactionStore:
             (session_id, through_seq, *MESSAGE_KINDS),
         )
         digest = hashlib.sha256()
-        count = 0
         for seq, kind, payload in cursor:
             if any(to_seq < seq < rewind_seq for to_seq, rewind_seq in cut):
                 continue
-            count += 1
             digest.update(f"{seq}\t{kind}\t".encode())
             digest.update(payload.encode("utf-8", "surrogatepass"))
             digest.update(b"\n")
-        return SourceDigest(digest.hexdigest(), count)
+        return digest.hexdigest()
 
     # -- accepted boundaries (C-13) -------------------------------------------------------
 
