@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from foya_tui.runtime.history import message_role
-from foya_tui.runtime.model import Event, EventKind, Role
-from foya_tui.runtime.text import content_text
+from foya_tui.runtime.model import Event, Role
+from foya_tui.runtime.store.search import message_body
 
 # Words that turn a request into a standing rule, in the languages users most often write in.
 # Matching is on whole words for alphabetic scripts and on the phrase for CJK, case-folded.
@@ -196,10 +196,9 @@ def _calls_of(event: Event) -> list[tuple[str, str, str]]:
 
 
 def _text_of(event: Event) -> str:
-    payload = event.payload
-    return content_text(
-        payload.get("text") if event.kind is EventKind.USER_MESSAGE else payload.get("content")
-    )
+    """A user message's or tool result's text, as search indexes it (one place reads payloads)."""
+    found = message_body(str(event.kind), event.payload)
+    return found[1] if found is not None else ""
 
 
 @dataclass
