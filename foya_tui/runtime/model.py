@@ -26,6 +26,9 @@ class EventKind(StrEnum):
     """"Undo compaction": makes the previous checkpoint (or none) current again, deleting nothing."""
     REWIND = "rewind"
     HANDOFF = "handoff"
+    """A hidden continuation reminder, user-role, never shown as a user message (SPEC K-1)."""
+    CONTEXT_SNIPPED = "context_snipped"
+    """Tool results the model no longer sees in full (micro-compaction or snip, SPEC K-2..K-4)."""
     PROVIDER_USAGE = "provider_usage"
 
 

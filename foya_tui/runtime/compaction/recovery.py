@@ -17,6 +17,7 @@ from foya_tui.runtime.compaction.checkpoint import (
     Checkpoint,
     CheckpointError,
     HistoryFacts,
+    ProjectionKind,
     check_against_history,
     parse_checkpoint,
 )
@@ -47,6 +48,17 @@ class CheckpointState:
     """What recovery did (a row rebuilt, a checkpoint dropped): shown, never silent."""
     control_seq: int = 0
     """The newest completion/undo/rewind event seq this state was derived from (a cache key)."""
+    portable: Checkpoint | None = None
+    """The newest valid text checkpoint of the lineage up to the current one: what another route
+    uses when the current checkpoint is provider-native (SPEC R-2). Equals `current` when that is text."""
+
+    def for_route(self, route_id: str) -> Checkpoint | None:
+        """The checkpoint a request on `route_id` may apply: native state only on its own route
+        (SPEC C-11, R-2); elsewhere the portable text checkpoint, or none (full history)."""
+        current = self.current
+        if current is None or current.projection_kind is ProjectionKind.TEXT or current.route_id == route_id:
+            return current
+        return self.portable
 
 
 def _event_checkpoint_id(event: Event) -> str | None:
@@ -126,6 +138,15 @@ class CheckpointReader:
             if checkpoint is not None:
                 chosen = checkpoint
                 break
+        # A native checkpoint stands only on its own route: other routes use its text ancestor.
+        portable = chosen
+        while portable is not None and portable.projection_kind is not ProjectionKind.TEXT:
+            parent = portable.previous_id
+            if parent is None or parent not in completions or parent in tried:
+                portable = None
+                break
+            portable, _ = self._load(session_id, parent, completions[parent], notices, repair)
+            tried.add(parent)
         if repair:
             self._repair_rows(
                 session_id, {cid: event for cid, event in completions.items() if cid not in tried}, notices
@@ -136,6 +157,7 @@ class CheckpointReader:
             lineage=tuple(order),
             notices=tuple(notices),
             control_seq=control_seq,
+            portable=portable,
         )
 
     def _load(

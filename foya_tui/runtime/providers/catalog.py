@@ -28,11 +28,16 @@ class ModelInfo:
     supports_images: bool
     source: str
     """Where the facts came from: `simulator`, `litellm` or `unknown`."""
+    native_compaction: bool = False
+    """Whether the provider can compact a context into an opaque native state (SPEC C-11)."""
 
 
 SIMULATOR_MODELS: dict[str, ModelInfo] = {
     "foya-sim/small": ModelInfo("foya-sim/small", 8_192, 2_048, False, "simulator"),
     "foya-sim/large": ModelInfo("foya-sim/large", 32_768, 4_096, False, "simulator"),
+    "foya-sim/native": ModelInfo(
+        "foya-sim/native", 16_384, 2_048, False, "simulator", native_compaction=True
+    ),
 }
 
 

@@ -20,6 +20,10 @@ class ProviderRequest:
     messages: tuple[Mapping[str, Any], ...]
     tools: tuple[Mapping[str, Any], ...] = ()
     max_output_tokens: int | None = None
+    native_state: Mapping[str, Any] | None = None
+    """Opaque provider-native context state (SPEC C-11), only ever for the route that made it (R-2)."""
+    native_compaction: bool = False
+    """Ask the provider for a native context state of `messages` instead of a reply (SPEC C-11)."""
 
 
 @dataclass(frozen=True)

@@ -250,6 +250,15 @@ class LiteLLMClient:
             kwargs["tools"] = [dict(tool) for tool in request.tools]
         if request.max_output_tokens:
             kwargs["max_tokens"] = request.max_output_tokens
+        # Provider-native compaction travels in the body, where a provider that offers it reads it
+        # (the simulator's `foya-sim/native` does); routes without the capability never get these.
+        extra: dict[str, Any] = {}
+        if request.native_state is not None:
+            extra["foya_native_state"] = dict(request.native_state)
+        if request.native_compaction:
+            extra["foya_native_compaction"] = True
+        if extra:
+            kwargs["extra_body"] = extra
         return kwargs, secrets
 
     def stream(self, request: ProviderRequest, cancel: CancelToken) -> Iterator[StreamEvent]:
