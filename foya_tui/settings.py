@@ -122,6 +122,26 @@ class CompactionSettings:
     max_requests: int = 8
     """Provider requests one compaction may spend on repairs and back-offs, on top of the necessary
     ones (one per chunk of the covered prefix and per merge of their summaries)."""
+    model: str | None = None
+    """LiteLLM model string of a separate summary route (on the session's connection unless
+    `[models."NAME"] connection` says otherwise). Unset: summaries use the session's route. When a
+    summary fails there, the session's own route is tried before the deterministic fallback."""
+    hook: str | None = None
+    """A command run before every compaction (JSON facts on stdin); a non-zero exit vetoes it and
+    its first output line is the reason (SPEC K-7). Runs without a shell: split like a shell line."""
+    hook_timeout: float = 10.0
+    """Seconds the hook may take; a hook that takes longer vetoes the compaction."""
+    fallback: bool = True
+    """Whether an automatic compaction whose summary fails uses the deterministic fallback
+    (SPEC K-9, K-10) instead of failing open."""
+    breaker_threshold: int = 3
+    """Consecutive summary failures in one (workspace, session) that open the circuit breaker:
+    automatic compactions then use the deterministic fallback without asking a model (SPEC K-11)."""
+    cache_ttl_seconds: float = 60.0
+    """Seconds after the last provider call when its prompt cache counts as cold: older tool
+    results are then cleared from the model's view (micro-compaction, SPEC K-3)."""
+    recent_tool_turns: int = 3
+    """The most recent tool turns whose results micro-compaction and snip never touch (K-3, K-4)."""
 
 
 @dataclass(frozen=True)
@@ -228,9 +248,15 @@ def settings_from_mapping(raw: Mapping[str, Any]) -> Settings:
     compaction = CompactionSettings(
         **_parse_table(CompactionSettings, raw.pop("compaction", {}), "compaction")
     )
-    if compaction.max_fingerprints < 1 or compaction.max_requests < 1 or compaction.mid_turn_min_steps < 1:
+    if (
+        compaction.max_fingerprints < 1
+        or compaction.max_requests < 1
+        or compaction.mid_turn_min_steps < 1
+        or compaction.breaker_threshold < 1
+    ):
         raise SettingsError(
-            "[compaction] max_fingerprints, max_requests and mid_turn_min_steps must be at least 1"
+            "[compaction] max_fingerprints, max_requests, mid_turn_min_steps and breaker_threshold "
+            "must be at least 1"
         )
     values = _parse_table(
         Settings, raw, "", skip=frozenset({"connections", "models", "budget", "tools", "compaction"})
