@@ -73,9 +73,18 @@ def _make_simulator_handler(litellm: ModuleType, simulator: Simulator) -> Any:
         return model if model.startswith(f"{SIMULATOR_PROTOCOL}/") else f"{SIMULATOR_PROTOCOL}/{model}"
 
     def reply(model: str, messages: list[dict[str, Any]], kwargs: dict[str, Any]) -> Any:
-        tools = (kwargs.get("optional_params") or {}).get("tools") or ()
+        optional = kwargs.get("optional_params") or {}
+        tools = optional.get("tools") or ()
+        # A custom provider receives the request's extra_body here: the native fields (SPEC C-11).
+        extra = optional.get("extra_body") or {}
         try:
-            return simulator.reply(full_model(model), messages, tools)
+            return simulator.reply(
+                full_model(model),
+                messages,
+                tools,
+                native_state=extra.get("foya_native_state"),
+                native_compaction=extra.get("foya_native_compaction") is True,
+            )
         except SimulatorFault as fault:
             if fault.kind == "overflow":
                 raise litellm.ContextWindowExceededError(

@@ -19,13 +19,31 @@ each optionally `xN` to fire only N times (e.g. `429x2` fails twice, then answer
 - `summary-sections`: the summary's sections are out of order and one is missing ("stop").
 - `summary-length`: a partial summary with finish reason "length".
 
+- `native-invalid`: a native compaction answers text that is not JSON (SPEC C-11).
+- `native-unsupported`: a native compaction fails as a bad request: unsupported on this route.
+
 The first four fire on whichever request comes first, compaction requests included; the
-`summary-*` knobs fire only on compaction requests (an ordinary reply could not show them, so it
-must not use them up).
+`summary-*` knobs fire only on text compaction requests and the `native-*` knobs only on native
+compaction requests (a reply that could not show them must not use them up).
+
+`foya-sim/native` also offers provider-native compaction (SPEC C-11): asked with
+`native_compaction=True`, it answers with the compact JSON of an opaque state object (format
+`NATIVE_STATE_FORMAT`) digesting the messages given; a later chat request may carry that state
+back (`native_state=`), which then counts toward the prompt and informs the reply. Any other
+simulator model refuses a native state loudly (SPEC R-2: it never crosses routes), so a leak
+cannot pass unnoticed in tests.
+
+A request "explore N steps" makes the simulator work like a long agent turn: one read-only tool
+call per step (call ids `sim_explore_1`, `sim_explore_2`, …), then a text report. It keeps no
+state: each request continues from the highest step id it can see, so a compaction that
+summarises earlier steps away does not restart the work. The hidden handoff reminder (SPEC K-1)
+and a checkpoint's message are never taken for the user's request; a reply to the reminder
+starts with the execution frontier.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -53,7 +71,22 @@ from foya_tui.runtime.text import content_text
 
 FAULTS_ENV = "FOYA_SIM_FAULTS"
 SUMMARY_FAULT_NAMES = frozenset({"summary-truncated", "summary-sections", "summary-length"})
-FAULT_NAMES = frozenset({"overflow", "429", "quota", "truncate"}) | SUMMARY_FAULT_NAMES
+NATIVE_FAULT_NAMES = frozenset({"native-invalid", "native-unsupported"})
+FAULT_NAMES = frozenset({"overflow", "429", "quota", "truncate"}) | SUMMARY_FAULT_NAMES | NATIVE_FAULT_NAMES
+NATIVE_STATE_FORMAT = "foya-sim-native/1"
+"""The `format` of the simulator's native state; a state of another format is refused."""
+NATIVE_SUMMARY_CHARS = 1_200
+"""A native state's summary never exceeds this many characters, however long its input."""
+NATIVE_INVALID_TEXT = "Compacted context follows: requests, tools and files (this is not JSON)."
+"""What the `native-invalid` knob answers instead of a state."""
+HANDOFF_PREFIX = "[foya:handoff v1]"
+"""How the hidden continuation reminder (SPEC K-1) begins: never the user's request."""
+CHECKPOINT_PREFIX = "[Checkpoint "
+"""How a checkpoint's message begins (`compaction/summary.py`): it stands for history, not a request."""
+EXPLORE_CALL_PREFIX = "sim_explore_"
+EXPLORE_MAX_STEPS = 10_000
+EXPLORE_MAX_FILES = 2_000
+EXPLORE_GREP_PATTERN = "TODO|FIXME"
 MAX_LISTED_ENTRIES = 24
 TRUNCATION_MARKER = "…[truncated]"
 """What the `summary-truncated` knob leaves at the cut: a marker SPEC C-9 rejects."""
@@ -145,10 +178,11 @@ class Simulator:
                     return Path(match.group(1).strip())
         return Path.cwd()
 
-    def _take_fault(self, compaction: bool) -> str | None:
+    def _take_fault(self, compaction: bool, native: bool = False) -> str | None:
         """The fault to inject for this request, counting down `xN` budgets.
 
-        `summary-*` faults are skipped on ordinary requests: they only mean something in a summary.
+        `summary-*` faults are skipped unless this is a text compaction request and `native-*` faults
+        unless it is a native one: only there do they mean something.
         """
         spec = os.environ.get(FAULTS_ENV, "")
         try:
@@ -161,24 +195,39 @@ class Simulator:
             for name, times in plan.faults:
                 if name in SUMMARY_FAULT_NAMES and not compaction:
                     continue
+                if name in NATIVE_FAULT_NAMES and not native:
+                    continue
                 if times is None or self._fired[name] < times:
                     self._fired[name] += 1
                     return name
         return None
 
     def reply(
-        self, model: str, messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[str, Any]] = ()
+        self,
+        model: str,
+        messages: Sequence[Mapping[str, Any]],
+        tools: Sequence[Mapping[str, Any]] = (),
+        *,
+        native_state: Mapping[str, Any] | None = None,
+        native_compaction: bool = False,
     ) -> SimulatedReply:
+        """Answer one request. `native_compaction` asks for a native state of `messages` instead of a
+        reply; `native_state` is a state an earlier native compaction returned (SPEC C-11, R-2)."""
         info = SIMULATOR_MODELS.get(model)
         if info is None:
             raise SimulatorFault("unknown", f"the simulator has no model {model!r}")
+        # Checked before any fault knob: a request that crosses routes is wrong whatever else happens.
+        state_summary = _checked_native_state(model, native_state, native_compaction)
         window = info.window or 0
-        # Counted as Foya's compiler counts a request: messages, plus the tool schemas.
+        # Counted as Foya's compiler counts a request: messages, plus the tool schemas, plus the
+        # native state the provider holds for it.
         prompt_tokens = count_messages(messages, self.counter) + (
             count_tools(tools, self.counter) if tools else 0
         )
-        compaction = is_compaction_request(messages)
-        fault = self._take_fault(compaction)
+        if state_summary is not None:
+            prompt_tokens += self.counter.count(state_summary)
+        compaction = not native_compaction and is_compaction_request(messages)
+        fault = self._take_fault(compaction, native=native_compaction)
         if fault == "429":
             raise SimulatorFault("429", "Rate limit reached for requests (simulated)")
         if fault == "quota":
@@ -190,19 +239,33 @@ class Simulator:
                 f"resulted in {max(prompt_tokens, window + 1)} tokens. "
                 "Please reduce the length of the messages.",
             )
+        if fault == "native-unsupported":
+            raise SimulatorFault("bad_request", f"{model}: native compaction is unsupported here (simulated)")
+        if native_compaction:
+            return self._native_reply(model, messages, state_summary, fault, prompt_tokens)
         if compaction:  # never a tool call: the summariser offers no tools and wants text
             return self._summary_reply(messages, fault, prompt_tokens)
-        calls = plan_tool_calls(messages, _tool_names(tools))
+        available = _tool_names(tools)
+        # The hidden reminder asks for the frontier, then the work goes on as if it were not there.
+        handoff = bool(messages) and is_handoff(messages[-1])
+        work = list(messages[:-1]) if handoff else list(messages)
+        exploration = self._exploration(work, available)
+        calls = exploration.next_calls if exploration is not None else plan_tool_calls(work, available)
+        lead = _frontier(work, exploration, calls) if handoff else ""
         if calls:
             arguments = "".join(call.name + call.arguments for call in calls)
             return SimulatedReply(
-                text="",
+                text=lead,
                 finish_reason="tool_calls",
                 prompt_tokens=prompt_tokens,
-                completion_tokens=self.counter.count(arguments),
+                completion_tokens=self.counter.count(lead + arguments),
                 tool_calls=calls,
             )
-        text = self._compose(messages, window, prompt_tokens)
+        if exploration is not None:
+            body = exploration.report(window, prompt_tokens)
+        else:
+            body = self._compose(work, window, prompt_tokens, state_summary)
+        text = f"{lead}\n\n{body}" if lead else body
         finish_reason = "stop"
         if fault == "truncate":
             text, finish_reason = text[: max(1, len(text) // 2)], "length"
@@ -234,11 +297,52 @@ class Simulator:
             completion_tokens=self.counter.count(text),
         )
 
+    def _native_reply(
+        self,
+        model: str,
+        messages: Sequence[Mapping[str, Any]],
+        previous: str | None,
+        fault: str | None,
+        prompt_tokens: int,
+    ) -> SimulatedReply:
+        """Answer a native compaction request with a state's JSON text, or the knob's defect."""
+        text = json.dumps(
+            native_state_of(model, messages, previous), ensure_ascii=False, separators=(",", ":")
+        )
+        finish_reason = "stop"
+        if fault == "native-invalid":
+            text = NATIVE_INVALID_TEXT
+        elif fault == "truncate":
+            text, finish_reason = text[: max(1, len(text) // 2)], "length"
+        return SimulatedReply(
+            text=text,
+            finish_reason=finish_reason,
+            prompt_tokens=prompt_tokens,
+            completion_tokens=self.counter.count(text),
+        )
+
+    def _exploration(
+        self, messages: Sequence[Mapping[str, Any]], available: frozenset[str]
+    ) -> _Exploration | None:
+        """The exploration the user's request asks for, with its next step; None when it asks none."""
+        match = _EXPLORE.search(request_text(messages))
+        if match is None or not available & {"read_file", "list_dir", "grep"}:
+            return None
+        total = min(int(match.group(1)), EXPLORE_MAX_STEPS)
+        done = explored_steps(messages)
+        files = _explore_files(self._workdir_path(messages)) if "read_file" in available else ()
+        return _Exploration(total=total, done=done, files=files, available=available)
+
     # -- reply composition -------------------------------------------------------------
 
-    def _compose(self, messages: Sequence[Mapping[str, Any]], window: int, prompt_tokens: int) -> str:
-        user_texts = [_text_of(m) for m in messages if m.get("role") == "user"]
-        request = user_texts[-1] if user_texts else ""
+    def _compose(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        window: int,
+        prompt_tokens: int,
+        state_summary: str | None = None,
+    ) -> str:
+        request = request_text(messages)
         parts: list[str] = []
         results = _turn_tool_results(messages)
         if results:
@@ -256,19 +360,22 @@ class Simulator:
         if _ABOUT_FILES.search(request):
             parts.append(self._describe_workdir(self._workdir_path(messages)))
         if _ABOUT_CONVERSATION.search(request):
-            parts.append(self._describe_conversation(messages))
+            parts.append(self._describe_conversation(messages, state_summary))
         if not parts:
             parts.append(
                 f"You asked: “{_quote(request)}”. I am the offline simulator, so I cannot reason about it, "
                 "but I can describe what I see. Ask me about the *files* here or the *conversation so far*."
             )
-            parts.append(self._describe_conversation(messages))
+            parts.append(self._describe_conversation(messages, state_summary))
         percent = prompt_tokens * 100 // window if window else 0
         parts.append(f"_Context: {prompt_tokens:,} of {window:,} tokens in this request ({percent}%)._")
         return "\n\n".join(parts)
 
-    def _describe_conversation(self, messages: Sequence[Mapping[str, Any]]) -> str:
-        users = [_text_of(m) for m in messages if m.get("role") == "user"]
+    def _describe_conversation(
+        self, messages: Sequence[Mapping[str, Any]], state_summary: str | None = None
+    ) -> str:
+        # The hidden reminder is no user message (SPEC K-1), so it is not counted as one.
+        users = [_text_of(m) for m in messages if m.get("role") == "user" and not is_handoff(m)]
         replies = sum(1 for m in messages if m.get("role") == "assistant")
         tools = sum(1 for m in messages if m.get("role") == "tool")
         lines = [
@@ -283,6 +390,9 @@ class Simulator:
             if len(earlier) > len(shown):
                 lines.append(f"- … {len(earlier) - len(shown)} more before these")
             lines.extend(f"- “{_quote(text)}”" for text in shown)
+        if state_summary is not None:
+            earlier = _quote(state_summary, 240)
+            lines.append(f"Before these, a native context state stands for earlier work — {earlier}")
         return "\n".join(lines)
 
     def _describe_workdir(self, root: Path) -> str:
@@ -357,12 +467,35 @@ def _tool_names(tools: Sequence[Mapping[str, Any]]) -> frozenset[str]:
     return frozenset(names)
 
 
-def _turn_messages(messages: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
-    """The messages after the latest user message (this turn's work so far)."""
+def is_handoff(message: Mapping[str, Any]) -> bool:
+    """Whether a message is the hidden continuation reminder (SPEC K-1)."""
+    return message.get("role") == "user" and _text_of(message).lstrip().startswith(HANDOFF_PREFIX)
+
+
+def _is_checkpoint(message: Mapping[str, Any]) -> bool:
+    return message.get("role") == "user" and _text_of(message).lstrip().startswith(CHECKPOINT_PREFIX)
+
+
+def request_index(messages: Sequence[Mapping[str, Any]]) -> int | None:
+    """Index of the user's latest request: the latest user message that is neither the hidden
+    reminder nor a checkpoint's message (after a mid-turn compaction the request is re-inserted
+    verbatim after the checkpoint, SPEC C-3, so it is still found)."""
     for index in range(len(messages) - 1, -1, -1):
-        if messages[index].get("role") == "user":
-            return list(messages[index + 1 :])
-    return list(messages)
+        message = messages[index]
+        if message.get("role") == "user" and not is_handoff(message) and not _is_checkpoint(message):
+            return index
+    return None
+
+
+def request_text(messages: Sequence[Mapping[str, Any]]) -> str:
+    index = request_index(messages)
+    return _text_of(messages[index]) if index is not None else ""
+
+
+def _turn_messages(messages: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """The messages after the user's latest request (this turn's work so far)."""
+    index = request_index(messages)
+    return list(messages[index + 1 :]) if index is not None else list(messages)
 
 
 def _turn_calls(messages: Sequence[Mapping[str, Any]]) -> list[tuple[str, dict[str, Any]]]:
@@ -394,8 +527,7 @@ def plan_tool_calls(messages: Sequence[Mapping[str, Any]], available: frozenset[
     """The next tool calls the simulator asks for, or () to answer in text."""
     if not available or not messages:
         return ()
-    user_texts = [_text_of(m) for m in messages if m.get("role") == "user"]
-    request = user_texts[-1] if user_texts else ""
+    request = request_text(messages)
     done = _turn_calls(messages)
     done_names = {name for name, _ in done}
     serial = sum(len(m.get("tool_calls") or ()) for m in messages)
@@ -463,6 +595,165 @@ def _describe_tool_results(results: Sequence[tuple[str, str]]) -> str:
             f"`{name}` — {_quote(header, 120)}:\n{quoted}{more}" if shown else f"`{name}` — {header}"
         )
     return "\n\n".join(parts)
+
+
+# -- exploration and the execution frontier ---------------------------------------------------
+# "explore N steps" stands for a long agent turn: many small read-only steps whose results pile up
+# in the context, so that the budget, handoff and mid-turn compaction all get exercised. Every step
+# is a pure function of its number, so a run repeats exactly, and the number is read back from the
+# call ids the request still shows.
+
+_EXPLORE = re.compile(r"\bexplore\s+(\d+)\s+steps?\b", re.IGNORECASE)
+_EXPLORE_ID = re.compile(rf"^{EXPLORE_CALL_PREFIX}(\d+)$")
+# Never worth reading: caches and dependency trees, however large.
+_SKIPPED_DIRS = frozenset({"__pycache__", "node_modules", "venv", ".venv"})
+EXPLORE_LIST_EVERY = 12
+"""One step in this many lists the directory, one greps; the rest read files."""
+
+
+def _explore_files(root: Path) -> tuple[str, ...]:
+    """The working directory's visible files, as relative paths in sorted order (bounded)."""
+    found: list[str] = []
+    for folder, dirs, files in os.walk(root):
+        dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d not in _SKIPPED_DIRS)
+        base = Path(folder).relative_to(root)
+        found += [(base / name).as_posix() for name in files if not name.startswith(".")]
+        if len(found) >= EXPLORE_MAX_FILES:
+            break
+    return tuple(sorted(found)[:EXPLORE_MAX_FILES])
+
+
+def _explore_id(value: Any) -> int:
+    match = _EXPLORE_ID.match(value) if isinstance(value, str) else None
+    return int(match.group(1)) if match else 0
+
+
+def explored_steps(messages: Sequence[Mapping[str, Any]]) -> int:
+    """The highest exploration step the request shows for the current request.
+
+    The ids after the request count, and so do those between the latest checkpoint message and
+    the request: a fallback checkpoint keeps the newest units of a mid-turn prefix before the
+    re-inserted request (SPEC C-3, K-10). Ids of an earlier turn that no checkpoint stands
+    between are not this request's: a new exploration then starts at 1.
+    """
+    index = request_index(messages)
+    if index is None:
+        return 0
+    start = index + 1
+    for earlier in range(index - 1, -1, -1):
+        if _is_checkpoint(messages[earlier]):
+            start = earlier + 1
+            break
+    highest = 0
+    for message in messages[start:]:
+        highest = max(highest, _explore_id(message.get("tool_call_id")))
+        for call in message.get("tool_calls") or ():
+            highest = max(highest, _explore_id(call.get("id")))
+    return highest
+
+
+def explore_call(step: int, files: Sequence[str], available: frozenset[str]) -> ToolCall | None:
+    """The tool call of exploration step `step` (1-based): mostly file reads, cycling through the
+    files in order, with a directory listing and a search now and then."""
+
+    def call(name: str, arguments: dict[str, Any]) -> ToolCall:
+        return ToolCall(id=f"{EXPLORE_CALL_PREFIX}{step}", name=name, arguments=json.dumps(arguments))
+
+    lists, greps = "list_dir" in available, "grep" in available
+    grep_at = EXPLORE_LIST_EVERY // 2 + 1
+    position = step % EXPLORE_LIST_EVERY
+    if position == 1 and lists:
+        return call("list_dir", {"path": "."})
+    if position == grep_at and greps:
+        return call("grep", {"pattern": EXPLORE_GREP_PATTERN, "path": "."})
+    if files and "read_file" in available:
+        # The reads before this step, counted in closed form: each read takes the next file.
+        periods, rest = divmod(step - 1, EXPLORE_LIST_EVERY)
+        skipped = periods * (lists + greps) + (lists and rest >= 1) + (greps and rest >= grep_at)
+        return call("read_file", {"path": files[(step - 1 - skipped) % len(files)]})
+    for name, arguments in (("list_dir", {"path": "."}), ("grep", {"pattern": EXPLORE_GREP_PATTERN})):
+        if name in available:
+            return call(name, arguments)
+    return None
+
+
+@dataclass(frozen=True)
+class _Exploration:
+    """An "explore N steps" request: how far it got, and what comes next."""
+
+    total: int
+    done: int
+    files: tuple[str, ...]
+    available: frozenset[str]
+
+    @property
+    def next_call(self) -> ToolCall | None:
+        return explore_call(self.done + 1, self.files, self.available) if self.done < self.total else None
+
+    @property
+    def next_calls(self) -> tuple[ToolCall, ...]:
+        call = self.next_call
+        return (call,) if call is not None else ()
+
+    def report(self, window: int, prompt_tokens: int) -> str:
+        """The final answer: what the N steps did (from their schedule, which is exact, not from the
+        results the request still shows, which compaction may have summarised)."""
+        calls = [explore_call(step, self.files, self.available) for step in range(1, self.total + 1)]
+        names = Counter(call.name for call in calls if call is not None)
+        read = [json.loads(call.arguments)["path"] for call in calls if call and call.name == "read_file"]
+        distinct = list(dict.fromkeys(read))
+        shown = ", ".join(f"`{path}`" for path in distinct[:5]) + (" …" if len(distinct) > 5 else "")
+        parts = [
+            f"Explored {self.total} steps: read {_times(names['read_file'], 'file')} "
+            f"({len(distinct)} distinct{': ' + shown if distinct else ''}), listed the directory "
+            f"{_times(names['list_dir'], 'time')} and searched {_times(names['grep'], 'time')}."
+        ]
+        percent = prompt_tokens * 100 // window if window else 0
+        parts.append(f"_Context: {prompt_tokens:,} of {window:,} tokens in this request ({percent}%)._")
+        return "\n\n".join(parts)
+
+
+def _times(count: int, noun: str) -> str:
+    return f"{count} {noun}{'' if count == 1 else 's'}"
+
+
+def _call_label(call: ToolCall) -> str:
+    return f"`{call.name}` {_quote(call.arguments, 80)}"
+
+
+def _frontier(
+    messages: Sequence[Mapping[str, Any]], exploration: _Exploration | None, calls: Sequence[ToolCall]
+) -> str:
+    """The answer to the hidden reminder (SPEC K-1): where the work stands, from what is visible."""
+    turn = _turn_messages(messages)
+    answered = {m.get("tool_call_id") for m in turn if m.get("role") == "tool"}
+    made = [
+        (str(call.get("id")), str(call.get("function", {}).get("name", "tool")))
+        for m in turn
+        for call in m.get("tool_calls") or ()
+    ]
+    in_flight = [name for call_id, name in made if call_id not in answered]
+    if exploration is not None:
+        done = f"{min(exploration.done, exploration.total)} of {exploration.total} exploration steps"
+    elif made:
+        names = Counter(name for _, name in made)
+        done = (
+            f"{len(made)} tool call{'s' if len(made) != 1 else ''} this turn ("
+            + ", ".join(f"{name} × {count}" for name, count in names.items())
+            + ")"
+        )
+    else:
+        done = "no tool calls yet this turn"
+    if calls:
+        next_step = "; ".join(_call_label(call) for call in calls)
+    elif exploration is not None:
+        next_step = "report the exploration"
+    else:
+        next_step = "answer the request"
+    return (
+        f"Execution frontier: goal “{_quote(request_text(messages))}”; done {done}; "
+        f"in flight {', '.join(in_flight) or 'nothing'}; next {next_step}."
+    )
 
 
 # -- compaction requests ----------------------------------------------------------------------
@@ -787,3 +1078,113 @@ def _partial(text: str) -> str:
     starts = _section_starts(text)
     start, end = starts["## Next Steps"], starts["## Critical Context"]
     return text[: start + (end - start) // 2]
+
+
+# -- provider-native compaction (foya-sim/native) --------------------------------------------
+# An opaque state, as a provider with native compaction would keep: Foya only checks that it is
+# JSON and hands it back on the route that made it (SPEC C-11, R-2). Its summary is a short,
+# deterministic digest of what the compacted messages held.
+
+_PATH_ARGUMENTS = ("path", "file", "file_path", "filename")
+_ERROR_RESULT = re.compile(
+    r"^(?:error|no such|cannot|timed out|cancelled)|\[exit code [1-9]\d*\]|Traceback \(most recent",
+    re.IGNORECASE | re.MULTILINE,
+)
+NATIVE_SHOWN_REQUESTS = 3
+NATIVE_SHOWN_FILES = 8
+NATIVE_SHOWN_ERRORS = 3
+
+
+def _checked_native_state(model: str, state: Mapping[str, Any] | None, compaction: bool) -> str | None:
+    """The summary of a native state this model may use (None without a state); raises a bad
+    request for a state from another route (SPEC R-2) or one that is not this model's."""
+    native = SIMULATOR_MODELS[model].native_compaction
+    if compaction and not native:
+        raise SimulatorFault("bad_request", f"{model} does not offer native compaction (SPEC C-11)")
+    if state is None:
+        return None
+    if not native:
+        raise SimulatorFault(
+            "bad_request", f"{model} does not accept native state from another route (SPEC R-2)"
+        )
+    if not isinstance(state, Mapping):
+        raise SimulatorFault("bad_request", "invalid native state: not a JSON object")
+    if state.get("format") != NATIVE_STATE_FORMAT:
+        raise SimulatorFault("bad_request", f"invalid native state: format {state.get('format')!r}")
+    if state.get("model") != model:
+        made_by = state.get("model")
+        raise SimulatorFault("bad_request", f"invalid native state: made by {made_by!r}, not {model}")
+    if not isinstance(state.get("summary"), str):
+        raise SimulatorFault("bad_request", "invalid native state: no summary")
+    return str(state["summary"])
+
+
+def _canonical_digest(messages: Sequence[Mapping[str, Any]]) -> str:
+    # Fields set to null are left out: transports differ in whether they send them (LiteLLM drops
+    # an assistant's `"content": null`), and the digest must not depend on the transport.
+    canonical = [{key: value for key, value in message.items() if value is not None} for message in messages]
+    text = json.dumps(canonical, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def _call_paths(arguments: str) -> list[str]:
+    try:
+        parsed = json.loads(arguments or "{}")
+    except ValueError:
+        return []
+    if not isinstance(parsed, dict):
+        return []
+    # "." (a listing of the working directory) touches no file worth naming
+    return [str(parsed[key]) for key in _PATH_ARGUMENTS if parsed.get(key) not in (None, "", ".")]
+
+
+def native_summary(messages: Sequence[Mapping[str, Any]], previous: str | None = None) -> str:
+    """A short digest of a conversation: the user's requests verbatim (bounded), the tools called,
+    the files touched and the errors met; an earlier state's summary goes first."""
+    requests = [
+        _quote(_text_of(m), 160)
+        for m in messages
+        if m.get("role") == "user" and not is_handoff(m) and not _is_checkpoint(m)
+    ]
+    tools: Counter[str] = Counter()
+    files: list[str] = []
+    for message in messages:
+        for call in message.get("tool_calls") or ():
+            function = call.get("function") or {}
+            tools[str(function.get("name", "tool"))] += 1
+            files += _call_paths(str(function.get("arguments") or ""))
+    errors = [
+        _quote(next(line for line in _text_of(m).splitlines() if line.strip()), 100)
+        for m in messages
+        if m.get("role") == "tool" and _ERROR_RESULT.search(_text_of(m))
+    ]
+    distinct = list(dict.fromkeys(files))
+
+    def shown(items: Sequence[str], limit: int, quoted: bool = False) -> str:
+        kept = [f"“{item}”" if quoted else item for item in items[-limit:]]
+        more = f"{len(items) - limit} earlier, then " if len(items) > limit else ""
+        return more + "; ".join(kept) if kept else "none"
+
+    parts = []
+    if previous:
+        parts.append(f"earlier: {_quote(previous, 300)}")
+    parts += [
+        f"requests: {shown(requests, NATIVE_SHOWN_REQUESTS, quoted=True)}",
+        "tools: " + (", ".join(f"{name}×{count}" for name, count in sorted(tools.items())) or "none"),
+        f"files: {shown(distinct, NATIVE_SHOWN_FILES)}",
+        f"errors: {shown(errors, NATIVE_SHOWN_ERRORS, quoted=True)}",
+    ]
+    return _quote(" | ".join(parts), NATIVE_SUMMARY_CHARS)
+
+
+def native_state_of(
+    model: str, messages: Sequence[Mapping[str, Any]], previous: str | None = None
+) -> dict[str, Any]:
+    """The opaque state `model` answers a native compaction of `messages` with (SPEC C-11)."""
+    return {
+        "format": NATIVE_STATE_FORMAT,
+        "model": model,
+        "digest": _canonical_digest(messages),
+        "messages": len(messages),
+        "summary": native_summary(messages, previous),
+    }
