@@ -15,6 +15,11 @@ the request's `model` field and answers accordingly:
   copies every line of the request's `<must-mention>` block (SPEC C-8, C-9), with usage; any
   other request is answered like `ok`.
 - `slow`: like `ok`, but sleeps between streamed chunks (and once before a non-streamed reply).
+- `parallel`: a long turn of parallel reads. Each step answers with one `read_file` call per path
+  of the server's `parallel_paths` (ids `call_par_<step>_<i>`), for `parallel_steps` steps, then
+  a text answer. The step is read back from the highest `call_par_` id the request shows, so a
+  compaction that summarises earlier steps does not restart the turn. Compaction requests are
+  answered like `summary`.
 - `garbage`: HTTP 200 whose body (or every SSE data line) is not JSON.
 - `midstream-error`: a stream that dies after three chunks, without the final chunk or [DONE];
   without streaming, a body cut off half-way.
@@ -28,7 +33,9 @@ stating N and the count), whatever the scenario: a provider with a small context
 
 Usage is only streamed when the request asks for it with `stream_options: {"include_usage": true}`,
 as the real API does. Every request is recorded (path, lower-cased headers, parsed JSON body) before
-it is answered, so tests can check what LiteLLM actually sent.
+it is answered, so tests can check what LiteLLM actually sent; a chat request's record also says
+whether it was a compaction request, its `count_prompt_tokens`, and whether it was rejected as an
+input overflow (by `window` or an `overflow-*` scenario).
 
 Only the standard library is used, plus Foya's compaction wire format (`summary_format.py`, plain
 Python) so the fake recognises the same compaction requests the runtime sends.
@@ -70,6 +77,8 @@ TOOL_CALL_ARGUMENTS = '{"path": "README.md"}'
 TOOL_CALL_ARGUMENT_PIECES = ('{"pa', 'th": "READ', 'ME.md"}')
 # A tool call has no reply text to count words in, so its completion token count is a constant.
 TOOL_CALL_COMPLETION_TOKENS = 10
+PARALLEL_CALL_PREFIX = "call_par_"
+_PARALLEL_ID = re.compile(rf"^{PARALLEL_CALL_PREFIX}(\d+)_\d+$")
 
 LENGTH_REPLY = "truncated repl"
 # The body of every `summary` reply; Critical Context gets the request's must-mention lines after it.
@@ -81,6 +90,7 @@ SUMMARY_BODIES = (
     "- The fake server wrote this summary.",
 )
 GARBAGE_BODY = "this is not json <html>"
+OVERFLOW_CODE = "context_length_exceeded"
 
 
 @dataclass(frozen=True)
@@ -192,7 +202,7 @@ ERROR_RESPONSES: Mapping[str, ErrorResponse] = {
 }
 
 # Scenarios that produce a normal (non-error) assistant turn.
-REPLY_SCENARIOS = ("ok", "nousage", "zerousage", "tools", "length", "slow", "summary")
+REPLY_SCENARIOS = ("ok", "nousage", "zerousage", "tools", "length", "slow", "summary", "parallel")
 SCENARIOS: tuple[str, ...] = (*REPLY_SCENARIOS, "garbage", "midstream-error", *ERROR_RESPONSES)
 
 
@@ -204,6 +214,16 @@ class RecordedRequest:
     headers: dict[str, str]
     # The parsed JSON body; {} for requests without a body or whose body is not a JSON object.
     body: dict
+    compaction: bool = False
+    """A chat request whose first message is Foya's compaction prompt (`COMPACTION_MARKER`)."""
+    prompt_tokens: int = 0
+    """`count_prompt_tokens` of a chat request's messages (0 for other requests)."""
+    overflow: bool = False
+    """Answered with a context-length error (over `window`, or an `overflow-*` scenario)."""
+
+    @property
+    def scenario(self) -> str:
+        return str(self.body.get("model", ""))
 
 
 @dataclass(frozen=True)
@@ -224,6 +244,33 @@ class Usage:
 
 
 @dataclass(frozen=True)
+class FakeToolCall:
+    """One tool call of a reply; streamed, its arguments arrive in `pieces`."""
+
+    id: str
+    name: str
+    arguments: str
+    pieces: tuple[str, ...]
+
+    @classmethod
+    def halved(cls, call_id: str, name: str, arguments: str) -> FakeToolCall:
+        middle = len(arguments) // 2
+        return cls(call_id, name, arguments, (arguments[:middle], arguments[middle:]))
+
+
+THE_TOOL_CALL = FakeToolCall(TOOL_CALL_ID, TOOL_CALL_NAME, TOOL_CALL_ARGUMENTS, TOOL_CALL_ARGUMENT_PIECES)
+"""The `tools` scenario's one call."""
+
+
+@dataclass(frozen=True)
+class ParallelPlan:
+    """The `parallel` scenario's turn: `steps` steps of one read_file call per path."""
+
+    paths: tuple[str, ...] = ()
+    steps: int = 0
+
+
+@dataclass(frozen=True)
 class Reply:
     """The assistant turn a reply scenario produces, before it is rendered as JSON or SSE."""
 
@@ -231,7 +278,11 @@ class Reply:
     finish_reason: str
     # None means the scenario never reports usage.
     usage: Usage | None
-    has_tool_call: bool = False
+    tool_calls: tuple[FakeToolCall, ...] = ()
+
+    @property
+    def has_tool_call(self) -> bool:
+        return bool(self.tool_calls)
 
 
 @dataclass(frozen=True)
@@ -321,15 +372,48 @@ def split_for_streaming(text: str) -> list[str]:
     return list(text)
 
 
-def build_reply(request: ChatRequest) -> Reply:
+def parallel_steps_done(messages: tuple[Mapping[str, Any], ...]) -> int:
+    """The highest `parallel` step whose call ids the request shows (anywhere: after a compaction
+    the latest step stays verbatim, SPEC C-3)."""
+    done = 0
+    for message in messages:
+        ids = [message.get("tool_call_id")]
+        ids += [call.get("id") for call in message.get("tool_calls") or () if isinstance(call, dict)]
+        for call_id in ids:
+            match = _PARALLEL_ID.match(call_id) if isinstance(call_id, str) else None
+            if match:
+                done = max(done, int(match.group(1)))
+    return done
+
+
+def parallel_reply(request: ChatRequest, plan: ParallelPlan) -> Reply:
+    prompt_tokens = count_prompt_tokens(request.messages)
+    if is_compaction_request(request.messages):
+        text = summary_text(request.messages)
+        return Reply(content=text, finish_reason="stop", usage=Usage(prompt_tokens, len(text.split())))
+    step = parallel_steps_done(request.messages) + 1
+    if step > plan.steps or not plan.paths:
+        text = f"Read {plan.steps} batches of {len(plan.paths)} files in parallel."
+        return Reply(content=text, finish_reason="stop", usage=Usage(prompt_tokens, len(text.split())))
+    calls = tuple(
+        FakeToolCall.halved(f"{PARALLEL_CALL_PREFIX}{step}_{index}", "read_file", json.dumps({"path": path}))
+        for index, path in enumerate(plan.paths, 1)
+    )
+    usage = Usage(prompt_tokens, TOOL_CALL_COMPLETION_TOKENS * len(calls))
+    return Reply(content=None, finish_reason="tool_calls", usage=usage, tool_calls=calls)
+
+
+def build_reply(request: ChatRequest, parallel: ParallelPlan = ParallelPlan()) -> Reply:
     prompt_tokens = count_prompt_tokens(request.messages)
     if request.model == "tools":
         return Reply(
             content=None,
             finish_reason="tool_calls",
             usage=Usage(prompt_tokens, TOOL_CALL_COMPLETION_TOKENS),
-            has_tool_call=True,
+            tool_calls=(THE_TOOL_CALL,),
         )
+    if request.model == "parallel":
+        return parallel_reply(request, parallel)
     if request.model == "length":
         return Reply(
             content=LENGTH_REPLY,
@@ -349,18 +433,14 @@ def build_reply(request: ChatRequest) -> Reply:
     return Reply(content=text, finish_reason="stop", usage=usage)
 
 
-def tool_call_json(arguments: str) -> dict[str, Any]:
-    return {
-        "id": TOOL_CALL_ID,
-        "type": "function",
-        "function": {"name": TOOL_CALL_NAME, "arguments": arguments},
-    }
+def tool_call_json(call: FakeToolCall, arguments: str) -> dict[str, Any]:
+    return {"id": call.id, "type": "function", "function": {"name": call.name, "arguments": arguments}}
 
 
 def completion_json(completion_id: str, model: str, reply: Reply) -> dict[str, Any]:
     message: dict[str, Any] = {"role": "assistant", "content": reply.content, "refusal": None}
-    if reply.has_tool_call:
-        message["tool_calls"] = [tool_call_json(TOOL_CALL_ARGUMENTS)]
+    if reply.tool_calls:
+        message["tool_calls"] = [tool_call_json(call, call.arguments) for call in reply.tool_calls]
     body: dict[str, Any] = {
         "id": completion_id,
         "object": "chat.completion",
@@ -406,13 +486,17 @@ def stream_chunks(completion_id: str, request: ChatRequest, reply: Reply) -> lis
     ) -> None:
         chunks.append(chunk_json(completion_id, request.model, delta, finish_reason, usage))
 
-    if reply.has_tool_call:
-        # As OpenAI does: the first delta carries the role, id, type and name with empty arguments,
-        # then the arguments arrive in pieces that only carry the index.
-        first_call = {"index": 0, **tool_call_json("")}
-        add({"role": "assistant", "content": None, "tool_calls": [first_call]})
-        for piece in TOOL_CALL_ARGUMENT_PIECES:
-            add({"tool_calls": [{"index": 0, "function": {"arguments": piece}}]})
+    if reply.tool_calls:
+        # As OpenAI does: each call's first delta carries its id, type and name with empty
+        # arguments (the very first also the role), then its arguments arrive in pieces that only
+        # carry the index; parallel calls follow one another.
+        for index, call in enumerate(reply.tool_calls):
+            opening: dict[str, Any] = {"tool_calls": [{"index": index, **tool_call_json(call, "")}]}
+            if index == 0:
+                opening = {"role": "assistant", "content": None, **opening}
+            add(opening)
+            for piece in call.pieces:
+                add({"tool_calls": [{"index": index, "function": {"arguments": piece}}]})
     else:
         add({"role": "assistant", "content": ""})
         for piece in split_for_streaming(reply.content or ""):
@@ -438,10 +522,12 @@ class _FakeOpenAIHTTPServer(ThreadingHTTPServer):
         record: Callable[[RecordedRequest], None],
         next_id: Callable[[], str],
         window: Callable[[], int | None],
+        parallel: Callable[[], ParallelPlan],
     ) -> None:
         self.record = record
         self.next_completion_id = next_id
         self.window = window
+        self.parallel = parallel
         super().__init__(("127.0.0.1", 0), _Handler)
 
     def handle_error(self, request: Any, client_address: Any) -> None:
@@ -487,13 +573,14 @@ class _Handler(BaseHTTPRequestHandler):
             self._record({})
             self._send_error_json(400, "We could not parse the JSON body of your request.", "invalid_json")
             return
-        self._record(body)
         if urlsplit(self.path).path != CHAT_COMPLETIONS_PATH:
+            self._record(body)
             self._send_not_found()
             return
         self._answer_chat(body)
 
     def _answer_chat(self, body: dict[str, Any]) -> None:
+        """Decide the answer, record the request with that decision, then send the answer."""
         stream_options = body.get("stream_options")
         messages = body.get("messages")
         request = ChatRequest(
@@ -504,10 +591,18 @@ class _Handler(BaseHTTPRequestHandler):
         )
         error = ERROR_RESPONSES.get(request.model)
         window = self.server.window()
-        if window is not None and request.model in SCENARIOS:
-            prompt_tokens = count_prompt_tokens(request.messages)
-            if prompt_tokens > window:
-                error = overflow_response(window, prompt_tokens)
+        prompt_tokens = count_prompt_tokens(request.messages)
+        if window is not None and request.model in SCENARIOS and prompt_tokens > window:
+            error = overflow_response(window, prompt_tokens)
+        overflow = error is not None and (
+            request.model.startswith("overflow-") or error.body.get("error", {}).get("code") == OVERFLOW_CODE
+        )
+        self._record(
+            body,
+            compaction=is_compaction_request(request.messages),
+            prompt_tokens=prompt_tokens,
+            overflow=overflow,
+        )
         if error is not None:
             self._send_json(error.status, error.body, error.headers)
         elif request.model == "garbage":
@@ -532,7 +627,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _send_reply(self, request: ChatRequest) -> None:
         completion_id = self.server.next_completion_id()
-        reply = build_reply(request)
+        reply = build_reply(request, self.server.parallel())
         delay = SLOW_CHUNK_DELAY_SECONDS if request.model == "slow" else 0.0
         if not request.stream:
             time.sleep(delay)
@@ -576,9 +671,9 @@ class _Handler(BaseHTTPRequestHandler):
 
     # --- HTTP plumbing ---------------------------------------------------------------------
 
-    def _record(self, body: dict[str, Any]) -> None:
+    def _record(self, body: dict[str, Any], **facts: Any) -> None:
         headers = {name.lower(): value for name, value in self.headers.items()}
-        self.server.record(RecordedRequest(path=self.path, headers=headers, body=body))
+        self.server.record(RecordedRequest(path=self.path, headers=headers, body=body, **facts))
 
     def _send_not_found(self) -> None:
         self._send_error_json(404, f"Unknown path {urlsplit(self.path).path}", "not_found")
@@ -631,10 +726,15 @@ class FakeOpenAIServer:
     Use it as a context manager, or call start() and stop(). See the module docstring for the
     scenarios chosen by the request's `model` field. `window` (settable while running) makes every
     chat request larger than that many prompt tokens fail as an input overflow; None = no limit.
+    `parallel_paths` and `parallel_steps` (settable too) shape the `parallel` scenario's turn.
     """
 
-    def __init__(self, window: int | None = None) -> None:
+    def __init__(
+        self, window: int | None = None, *, parallel_paths: tuple[str, ...] = (), parallel_steps: int = 0
+    ) -> None:
         self.window = window
+        self.parallel_paths = tuple(parallel_paths)
+        self.parallel_steps = parallel_steps
         self._lock = threading.Lock()
         self._requests: list[RecordedRequest] = []
         self._completion_count = 0
@@ -644,7 +744,12 @@ class FakeOpenAIServer:
     def start(self) -> FakeOpenAIServer:
         if self._server is not None:
             raise RuntimeError("FakeOpenAIServer is already started")
-        self._server = _FakeOpenAIHTTPServer(self._record, self._next_completion_id, lambda: self.window)
+        self._server = _FakeOpenAIHTTPServer(
+            self._record,
+            self._next_completion_id,
+            lambda: self.window,
+            lambda: ParallelPlan(tuple(self.parallel_paths), self.parallel_steps),
+        )
         # A short poll interval makes stop() quick: shutdown() waits for serve_forever to notice it.
         self._thread = threading.Thread(
             target=self._server.serve_forever,
@@ -687,6 +792,11 @@ class FakeOpenAIServer:
     def requests(self) -> list[RecordedRequest]:
         with self._lock:
             return list(self._requests)
+
+    @property
+    def chat_requests(self) -> list[RecordedRequest]:
+        """The chat completion requests, in arrival order."""
+        return [r for r in self.requests if urlsplit(r.path).path == CHAT_COMPLETIONS_PATH and r.body]
 
     def reset(self) -> None:
         with self._lock:
