@@ -94,6 +94,13 @@ def build_parser() -> argparse.ArgumentParser:
     rewind = commands.add_parser("rewind", help="make history after SEQ invalid (nothing is deleted)")
     rewind.add_argument("session", metavar="SESSION")
     rewind.add_argument("seq", type=int, metavar="SEQ", help="the last event that stays valid (0: all)")
+
+    fork = commands.add_parser("fork", help="start a new session from a session's valid history")
+    fork.add_argument("session", metavar="SESSION")
+    fork.add_argument(
+        "--at", type=int, metavar="SEQ", help="the last event the fork keeps (default: the end)"
+    )
+    fork.add_argument("--json", action="store_true", help="print JSON")
     return parser
 
 
@@ -383,6 +390,20 @@ def _cmd_rewind(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _cmd_fork(args: argparse.Namespace) -> int:
+    from foya_tui.runtime.fork import fork_session
+
+    with _open_runtime(args) as runtime:
+        source = runtime.store.find_session(args.session)
+        info = fork_session(runtime.store, source.id, args.at)
+    if args.json:
+        at = info.metadata["forked_from"]["seq"]
+        _print_json({"session": info.id, "from": source.id, "at": at, "messages": info.event_count})
+    else:
+        print(info.id)
+    return EXIT_OK
+
+
 def _cmd_tui(args: argparse.Namespace) -> int:
     from foya_tui.ui.app import run_app
 
@@ -408,6 +429,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "verify": _cmd_verify,
             "rewind": _cmd_rewind,
             "search": _cmd_search,
+            "fork": _cmd_fork,
         }.get(args.command, _cmd_tui)
         return handler(args)
     except (
