@@ -122,14 +122,31 @@ class LogEntry:
     message: Message
     openai: Mapping[str, Any]
     """The provider form, built once: compiles reuse it instead of rebuilding every step."""
+    hidden: bool = False
+    """A control message the model sees but the user never does (a handoff record, SPEC K-1): never
+    the head anchor, and stripped from compaction input and forks."""
 
 
-def _entry(seq: int, message: Message) -> LogEntry:
-    return LogEntry(seq=seq, message=message, openai=message.to_openai())
+def _entry(seq: int, message: Message, *, hidden: bool = False) -> LogEntry:
+    return LogEntry(seq=seq, message=message, openai=message.to_openai(), hidden=hidden)
+
+
+def handoff_message(event: Event) -> Message | None:
+    """The user-role control message a handoff event carries (SPEC K-1), when it has text.
+
+    Kept apart from `event_message`, whose callers (ledger, search, the conversation view) must
+    never take a handoff for something the user said; whether a record is sent at all depends on
+    its epoch, which the compiler decides.
+    """
+    text = event.payload.get("text") if event.kind is EventKind.HANDOFF else None
+    return Message(role=Role.USER, content=text) if isinstance(text, str) and text else None
 
 
 class MessageLog:
     """The valid messages of a history, built incrementally, with atomic tool groups closed.
+
+    `add` ignores handoff events: a handoff record enters only through `add_hidden`, when the
+    compiler found it the one valid record of its epoch (SPEC K-1).
 
     An assistant message's calls must be answered by the tool messages right after it
     (SPEC V, C-4). Calls left unanswered (an interrupted turn) get an explicit placeholder
@@ -140,7 +157,7 @@ class MessageLog:
     def __init__(self) -> None:
         self.entries: list[LogEntry] = []
         self.anchor_index: int | None = None
-        """Index of the latest user message (the Head Anchor) in `entries`."""
+        """Index of the latest user message (the Head Anchor) in `entries`; hidden entries never are."""
         self._pending: list[tuple[int, ToolCall]] = []
 
     def add(self, event: Event) -> None:
@@ -160,6 +177,17 @@ class MessageLog:
         self.entries.append(_entry(event.seq, message))
         if message.role is Role.ASSISTANT:
             self._pending = [(event.seq, call) for call in message.tool_calls]
+
+    def add_hidden(self, event: Event) -> None:
+        """Add a handoff record as a hidden user-role entry (SPEC K-1). Like any user message it
+        closes a group still waiting for results (handoffs are written between steps, after all
+        results, so in practice there is none), but it never becomes the head anchor."""
+        message = handoff_message(event)
+        if message is None:
+            return
+        self.entries.extend(self._placeholders())
+        self._pending.clear()
+        self.entries.append(_entry(event.seq, message, hidden=True))
 
     def _placeholders(self) -> list[LogEntry]:
         return [
