@@ -301,7 +301,7 @@ def test_route_options_list_simulators_configured_models_and_baselines(tmp_path:
         session = rt.new_session()
         turn(session, "hello")
         options = {option.route.model: option for option in rt.routes(session.id)}
-        assert list(options) == ["foya-sim/small", "openai/gpt-4.1", "foya-sim/large"]
+        assert list(options) == ["foya-sim/small", "openai/gpt-4.1", "foya-sim/large", "foya-sim/native"]
         assert options["foya-sim/small"].has_baseline and not options["foya-sim/large"].has_baseline
         assert options["openai/gpt-4.1"].window == 1_000_000 and options["foya-sim/large"].window == 32_768
 
