@@ -1,5 +1,6 @@
 """Provides checkpoint acceptance: the six conditions a candidate must meet before it is committed
-(SPEC C-12), measured against the projection the model would see now.
+(SPEC C-12), measured against the projection the model would see now, and the effect gates a
+model-made replacement must pass (K-9).
 """
 
 from __future__ import annotations
@@ -12,7 +13,8 @@ from foya_tui.runtime.compaction.checkpoint import (
     ProjectionKind,
     check_structure,
 )
-from foya_tui.runtime.compaction.summary import summary_problems
+from foya_tui.runtime.compaction.summary import checkpoint_message_text, summary_problems
+from foya_tui.runtime.context.tokens import TOKENS_PER_MESSAGE, TokenCounter, message_text
 
 
 def acceptance_problems(
@@ -52,4 +54,47 @@ def acceptance_problems(
         problems.append(
             f"it would not shrink the projection ({projection_before:,} → {projection_after:,} tokens)"
         )
+    return problems
+
+
+LARGE_SOURCE_TOKENS = 2_048
+"""From this size on a history counts as large: its replacement must really shrink it (K-9)."""
+GATE_SOURCE_SHARE = 0.8
+GATE_WINDOW_SHARE = 0.5
+GATE_MAX_TOKENS = 50_000
+
+
+def replacement_tokens(checkpoint: Checkpoint, counter: TokenCounter) -> int:
+    """Tokens the checkpoint itself adds to a request: its message (or native state) and the
+    messages it keeps verbatim — what K-9's gates weigh against the source it replaces."""
+    if checkpoint.projection_kind is ProjectionKind.NATIVE:
+        head = TOKENS_PER_MESSAGE + counter.count(
+            json.dumps(checkpoint.native_state, ensure_ascii=False, separators=(",", ":"))
+        )
+    else:
+        text = checkpoint_message_text(
+            [(segment.from_seq, segment.through_seq, segment.text) for segment in checkpoint.segments],
+            checkpoint.ledger,
+            checkpoint.id,
+            checkpoint.covered_messages,
+        )
+        head = TOKENS_PER_MESSAGE + counter.count(text)
+    return head + sum(TOKENS_PER_MESSAGE + counter.count(message_text(m)) for m in checkpoint.kept_messages)
+
+
+def effect_gate_problems(*, replacement: int, source: int, window: int) -> list[str]:
+    """SPEC K-9: a large history's replacement is at most 80% of its source; every replacement is
+    at most half the window and at most 50,000 tokens. Not enough reduction is a failure."""
+    problems = []
+    if source >= LARGE_SOURCE_TOKENS and replacement > source * GATE_SOURCE_SHARE:
+        problems.append(
+            f"not enough reduction: {replacement:,} tokens replace {source:,} (more than "
+            f"{GATE_SOURCE_SHARE:.0%}, K-9)"
+        )
+    if replacement > window * GATE_WINDOW_SHARE:
+        problems.append(
+            f"the replacement ({replacement:,} tokens) is more than half the window ({window:,}, K-9)"
+        )
+    if replacement > GATE_MAX_TOKENS:
+        problems.append(f"the replacement ({replacement:,} tokens) is over {GATE_MAX_TOKENS:,} tokens (K-9)")
     return problems

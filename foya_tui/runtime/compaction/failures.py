@@ -8,6 +8,8 @@ the input, so the next equivalent attempt is suppressed instead of spending toke
 
 from __future__ import annotations
 
+import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
@@ -33,6 +35,20 @@ class Outcome(StrEnum):
     FAILED = "failed"
     NOTHING_TO_COMPACT = "nothing_to_compact"
     CANCELLED = "cancelled"
+    BLOCKED = "blocked"
+    """The compaction hook vetoed it (SPEC K-7): the context is kept, no fallback is made."""
+
+
+class Producer(StrEnum):
+    """Which path made (or tried to make) a checkpoint; shown per checkpoint in the inspector."""
+
+    LLM = "llm"
+    REPAIRED = "repaired"
+    """The summariser's second answer, after one repair request (SPEC C-9)."""
+    NATIVE = "native"
+    """The provider's own opaque context state (SPEC C-11)."""
+    FALLBACK = "fallback"
+    """The deterministic fallback, no model (SPEC K-10)."""
 
 
 class Stage(StrEnum):
@@ -80,6 +96,12 @@ class Diagnostic:
     checkpoint_id: str | None = None
     fingerprint: str | None = None
     through_seq: int | None = None
+    producer: Producer | None = None
+    """The path this attempt took (None when it ended before choosing one)."""
+    workspace: str = ""
+    """The normalised workspace: with the session, the circuit breaker's key (SPEC K-11)."""
+    summariser_failed: bool = False
+    """True when a model's summary failed here: it counts toward the circuit breaker (K-11)."""
 
     def to_payload(self) -> dict[str, Any]:
         return {
@@ -97,4 +119,59 @@ class Diagnostic:
             "checkpoint_id": self.checkpoint_id,
             "fingerprint": self.fingerprint,
             "through_seq": self.through_seq,
+            "producer": str(self.producer) if self.producer is not None else None,
+            "workspace": self.workspace,
+            "summariser_failed": self.summariser_failed,
         }
+
+
+@dataclass(frozen=True)
+class BreakerState:
+    """The circuit breaker of one (workspace, session) (SPEC K-11), derived from its diagnostics."""
+
+    failures: int
+    """Consecutive summariser failures since the last summary that was accepted."""
+    threshold: int
+    reasons: tuple[str, ...] = ()
+    """The failures' reasons, newest first."""
+
+    @property
+    def open(self) -> bool:
+        """Open: automatic compactions use the deterministic fallback without asking a model."""
+        return self.failures >= self.threshold
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "state": "open" if self.open else "closed",
+            "failures": self.failures,
+            "threshold": self.threshold,
+            "reasons": list(self.reasons),
+        }
+
+
+def breaker_state(diagnostics: list[Mapping[str, Any]], workspace: str, threshold: int) -> BreakerState:
+    """Count consecutive summariser failures in `workspace`, newest first, until a model-made
+    checkpoint was accepted. Attempts that never asked a model (blocked, cancelled, suppressed,
+    nothing to compact, the fallback itself) neither count nor reset the count."""
+    failures = 0
+    reasons: list[str] = []
+    for payload in reversed(diagnostics):
+        if payload.get("workspace", "") != workspace:
+            continue
+        if payload.get("summariser_failed") is True:
+            failures += 1
+            reasons.append(str(payload.get("reason", ""))[:200])
+        elif payload.get("outcome") == str(Outcome.ACCEPTED) and payload.get("producer") in (
+            str(Producer.LLM),
+            str(Producer.REPAIRED),
+            str(Producer.NATIVE),
+        ):
+            break
+    return BreakerState(failures, threshold, tuple(reasons[:threshold]))
+
+
+def normalised_workspace(path: str) -> str:
+    """A workspace path as the breaker keys it: absolute, symlinks resolved, case per platform."""
+    if not path:
+        return ""
+    return os.path.normcase(os.path.realpath(path))

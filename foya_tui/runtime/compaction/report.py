@@ -5,11 +5,13 @@ re-validated). The TUI's inspector shows the same report: nothing is computed tw
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from foya_tui.runtime.compaction.checkpoint import Checkpoint
+from foya_tui.runtime.compaction.failures import BreakerState
 from foya_tui.runtime.compaction.recovery import CheckpointReader, CheckpointRecord
 from foya_tui.runtime.model import EventKind
 from foya_tui.runtime.store import AcceptedBoundary, CompactionStore, EventStore, Fingerprint
@@ -54,6 +56,8 @@ class InspectReport:
 
     lineage: tuple[str, ...] = ()
     """Ids of the usable checkpoints after the last rewind, oldest first."""
+    breaker: BreakerState | None = None
+    """The circuit breaker of this (workspace, session) (SPEC K-11)."""
 
     def status(self, record: CheckpointRecord) -> str:
         """`current`, `earlier` (superseded, can be made current by undo), `undone` (newer than the
@@ -101,6 +105,7 @@ class InspectReport:
                 for r in self.rewound
             ],
             "notices": list(self.notices),
+            "breaker": self.breaker.to_json() if self.breaker is not None else None,
         }
 
 
@@ -132,6 +137,12 @@ def _record_json(record: CheckpointRecord, current: bool) -> dict[str, Any]:
         "tokens_after": checkpoint.tokens_after,
         "covered_messages": checkpoint.covered_messages,
         "producer": checkpoint.producer,
+        "kept_messages": len(checkpoint.kept_messages),
+        "native_state_bytes": len(
+            json.dumps(checkpoint.native_state, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+        )
+        if checkpoint.native_state is not None
+        else None,
         "ledger": {
             "counts": checkpoint.ledger.counts,
             "dropped": checkpoint.ledger.dropped,
@@ -152,7 +163,11 @@ def _record_json(record: CheckpointRecord, current: bool) -> dict[str, Any]:
 
 
 def inspect_session(
-    session_id: str, events: EventStore, compaction: CompactionStore, reader: CheckpointReader
+    session_id: str,
+    events: EventStore,
+    compaction: CompactionStore,
+    reader: CheckpointReader,
+    breaker: BreakerState | None = None,
 ) -> InspectReport:
     """Everything compaction knows about a session, re-validated, without changing the store."""
     state = reader.state(session_id, repair=False)
@@ -178,6 +193,7 @@ def inspect_session(
         rewound=tuple(rewinds),
         notices=state.notices,
         lineage=state.lineage,
+        breaker=breaker,
     )
 
 

@@ -7,16 +7,30 @@ chunks that do (each a segment, merged as in C-10); a provider that still says "
 the plan back off to the route's accepted boundary (C-13), or to half its units, and try again.
 Every path spends at most `[compaction] max_requests` provider requests beyond the necessary ones
 (one per chunk and per merge), so no failure mode can loop.
+
+The paths, in order (SPEC C-11, K-7..K-11): a configured hook may veto the compaction (nothing
+else happens then); a route that offers provider-native compaction tries it first; the text
+compactor tries the separate summary route (`[compaction] model`), then the session's own; every
+model-made candidate passes the effect gates (K-9) and acceptance (C-12). When all of that fails in
+an automatic compaction — or the circuit breaker of this (workspace, session) is open after
+`breaker_threshold` consecutive summariser failures (K-11) — the deterministic fallback (K-10)
+makes the checkpoint without a model.
 """
 
 from __future__ import annotations
 
 import bisect
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from foya_tui.runtime.compaction.acceptance import acceptance_problems
+from foya_tui.runtime.compaction.acceptance import (
+    GATE_MAX_TOKENS,
+    GATE_WINDOW_SHARE,
+    acceptance_problems,
+    effect_gate_problems,
+    replacement_tokens,
+)
 from foya_tui.runtime.compaction.checkpoint import (
     MAX_SEGMENTS,
     Checkpoint,
@@ -26,8 +40,21 @@ from foya_tui.runtime.compaction.checkpoint import (
     Segment,
     check_structure,
 )
-from foya_tui.runtime.compaction.failures import Diagnostic, Outcome, Stage, Trigger, failure_fingerprint
+from foya_tui.runtime.compaction.failures import (
+    BreakerState,
+    Diagnostic,
+    Outcome,
+    Producer,
+    Stage,
+    Trigger,
+    breaker_state,
+    failure_fingerprint,
+    normalised_workspace,
+)
+from foya_tui.runtime.compaction.fallback import fallback_summary
+from foya_tui.runtime.compaction.hook import hook_veto
 from foya_tui.runtime.compaction.ledger import extract_ledger
+from foya_tui.runtime.compaction.native import NativeCompactor, NativeUnavailable
 from foya_tui.runtime.compaction.planner import NothingToCompact, Plan, Unit, plan_compaction
 from foya_tui.runtime.compaction.summary import (
     SYSTEM_PROMPT,
@@ -43,19 +70,27 @@ from foya_tui.runtime.compaction.text import (
     SummaryFailed,
 )
 from foya_tui.runtime.context.budget import Budget
-from foya_tui.runtime.context.compiler import ContextCompiler, HistorySnapshot
-from foya_tui.runtime.context.tokens import TokenCounter, counter_for_model
-from foya_tui.runtime.history import valid_events
-from foya_tui.runtime.model import Event, EventKind, NewEvent, Usage
+from foya_tui.runtime.context.compiler import ContextCompiler, HistorySnapshot, RequestView
+from foya_tui.runtime.context.tokens import TOKENS_PER_MESSAGE, TokenCounter, counter_for_model, message_text
+from foya_tui.runtime.history import LogEntry, valid_events
+from foya_tui.runtime.model import Event, EventKind, NewEvent, Role, Usage
 from foya_tui.runtime.providers.client import CancelToken
 from foya_tui.runtime.providers.routes import Route
 from foya_tui.runtime.store import CompactionStore, EventStore
 from foya_tui.settings import CompactionSettings
 
 ProgressCallback = Callable[[Stage, str], None]
+SummaryRoutes = Callable[[Route], Sequence[Route]]
+"""The routes a session's summaries are asked on, in order (a separate summary route first)."""
 REQUEST_SAFETY = 0.9
 """Share of the room left for a summary request that its local estimate may fill (tokenizers differ)."""
 MIN_MESSAGE_CHARS = 200
+FALLBACK_SHARE = 0.35
+"""Share of the input budget the deterministic fallback's checkpoint may fill (K-10)."""
+FALLBACK_SOURCE_SHARE = 0.6
+"""Share of the covered messages' tokens the fallback may keep: it must shrink what it replaces."""
+REREADABLE_TOOLS = frozenset({"read_file"})
+"""Tools whose successful output is file content the agent can read again (K-8 drops it first)."""
 _MESSAGE_KINDS = frozenset(
     {EventKind.USER_MESSAGE, EventKind.ASSISTANT_MESSAGE, EventKind.TOOL_RESULT, EventKind.IMPORTED_MESSAGE}
 )
@@ -77,6 +112,9 @@ class CompactionResult:
     checkpoint: Checkpoint | None = None
     phase: str | None = None
     requests: int = 0
+    """Provider requests the whole compaction spent, over every path it tried."""
+    producer: str | None = None
+    """The path that made the checkpoint (or the last one tried): llm, repaired, native, fallback."""
 
     @property
     def accepted(self) -> bool:
@@ -94,6 +132,7 @@ class CompactionResult:
             "requests": self.requests,
             "segments": len(self.checkpoint.segments) if self.checkpoint is not None else None,
             "level": self.checkpoint.level if self.checkpoint is not None else None,
+            "producer": self.producer,
         }
 
 
@@ -128,6 +167,69 @@ class _Chunk:
     through_seq: int
     lines: tuple[str, ...]
     events: tuple[Event, ...]
+    units: tuple[Unit, ...]
+    chars: int
+    """The (lowest) per-message character cap its lines were made with."""
+    error_seqs: frozenset[int]
+
+
+class _ShrinkingTranscript:
+    """A chunk's transcript, and strictly smaller versions of it for a summary request the provider
+    rejected as too long (SPEC K-8): re-readable file contents dropped, then the oldest complete
+    unit, then a lower per-message cap, again and again. `at(k)` is the k-th version (0 = as
+    chunked), each with fewer tokens than the one before; None when nothing smaller is left."""
+
+    def __init__(self, entries: Sequence[LogEntry], chunk: _Chunk, counter: TokenCounter) -> None:
+        self._entries = entries
+        self._chunk = chunk
+        self._counter = counter
+        self._versions: list[tuple[tuple[str, ...], int]] = [
+            (chunk.lines, counter.count("\n".join(chunk.lines)))
+        ]
+        self._ladder = self._steps()
+
+    def _lines(self, skip_units: int, chars: int, omit_reads: bool) -> tuple[str, ...]:
+        entries = [
+            entry
+            for unit in self._chunk.units[skip_units:]
+            for entry in self._entries[unit.first : unit.last + 1]
+        ]
+        # Imported results often carry no tool name: the call that asked for them does.
+        names = {call.id: call.name for entry in entries for call in entry.message.tool_calls}
+        reread = frozenset(
+            entry.seq
+            for entry in entries
+            if omit_reads
+            and entry.message.role is Role.TOOL
+            and (entry.message.name or names.get(entry.message.tool_call_id or "")) in REREADABLE_TOOLS
+            and entry.seq not in self._chunk.error_seqs
+        )
+        return tuple(transcript_lines(entries, chars, self._chunk.error_seqs, reread))
+
+    def _steps(self) -> Iterator[tuple[str, ...]]:
+        chars = self._chunk.chars
+        yield self._lines(0, chars, True)
+        units = len(self._chunk.units)
+        for skip in range(1, units):
+            yield self._lines(skip, chars, True)
+            if chars > MIN_MESSAGE_CHARS:
+                chars = max(MIN_MESSAGE_CHARS, chars // 2)
+                yield self._lines(skip, chars, True)
+
+    def at(self, level: int) -> Sequence[str] | None:
+        while len(self._versions) <= level:
+            smaller = next(
+                (
+                    (lines, tokens)
+                    for lines in self._ladder
+                    if (tokens := self._counter.count("\n".join(lines))) < self._versions[-1][1]
+                ),
+                None,
+            )
+            if smaller is None:
+                return None
+            self._versions.append(smaller)
+        return self._versions[level][0]
 
 
 def summary_input_limit(budget: Budget, summary_max_tokens: int) -> int:
@@ -136,6 +238,15 @@ def summary_input_limit(budget: Budget, summary_max_tokens: int) -> int:
     if budget.max_input is not None:
         room = min(room, budget.max_input)
     return max(256, int(room * REQUEST_SAFETY))
+
+
+class _PathFailed(Exception):
+    """One model path (native, or text on one route) produced no acceptable candidate; its
+    diagnostic is already recorded. The next path, or the fallback, takes over."""
+
+    def __init__(self, result: CompactionResult) -> None:
+        super().__init__(result.reason)
+        self.result = result
 
 
 class CompactionService:
@@ -149,12 +260,28 @@ class CompactionService:
         compiler: ContextCompiler,
         compactor: Compactor,
         settings: CompactionSettings,
+        native: NativeCompactor | None = None,
+        summary_routes: SummaryRoutes | None = None,
     ) -> None:
+        """`native` offers provider-native compaction where a route supports it; `summary_routes`
+        names the routes summaries are asked on (default: the session's route only)."""
         self._events = events
         self._store = compaction
         self._compiler = compiler
         self._compactor = compactor
         self._settings = settings
+        self._native = native
+        self._summary_routes = summary_routes or (lambda route: (route,))
+
+    @property
+    def settings(self) -> CompactionSettings:
+        return self._settings
+
+    def breaker(self, session_id: str) -> BreakerState:
+        """The circuit breaker of this session in its workspace (SPEC K-11)."""
+        workspace = normalised_workspace(self._events.get_session(session_id).workspace)
+        payloads = [event.payload for event in self._store.diagnostics(session_id) if event.problem is None]
+        return breaker_state(payloads, workspace, self._settings.breaker_threshold)
 
     # -- the whole attempt ----------------------------------------------------------------
 
@@ -167,9 +294,12 @@ class CompactionService:
         phase: Phase | None = None,
         cancel: CancelToken | None = None,
         progress: ProgressCallback | None = None,
+        use_model: bool = True,
     ) -> CompactionResult:
         """Plan, summarise, validate and commit (or fail open, recording why)."""
-        proposed = self.propose(session_id, route, trigger, phase=phase, cancel=cancel, progress=progress)
+        proposed = self.propose(
+            session_id, route, trigger, phase=phase, cancel=cancel, progress=progress, use_model=use_model
+        )
         if isinstance(proposed, CompactionResult):
             return proposed
         return self.commit(proposed, progress=progress)
@@ -183,31 +313,144 @@ class CompactionService:
         phase: Phase | None = None,
         cancel: CancelToken | None = None,
         progress: ProgressCallback | None = None,
+        use_model: bool = True,
     ) -> Proposal | CompactionResult:
-        """A validated candidate, or the result that ends the attempt (recorded as a diagnostic)."""
+        """A validated candidate, or the result that ends the attempt (recorded as a diagnostic).
+
+        `use_model=False` asks for the deterministic fallback directly (`foya compact --fallback`)."""
         cancel = cancel or CancelToken()
-        snapshot = self._compiler.snapshot(session_id)
-        current = snapshot.checkpoint
+        snapshot = self._compiler.snapshot(session_id, route)
         before = self._compiler.compile(session_id, route)
-        attempt = _Attempt(session_id, route, trigger, before.layers.total, progress)
+        info = self._events.get_session(session_id)
+        workspace = normalised_workspace(info.workspace)
+        attempt = _Attempt(session_id, route, trigger, before.layers.total, progress, workspace=workspace)
         attempt.report(Stage.PLANNING)
-        planned = plan_compaction(
-            snapshot.entries,
-            open_group_seq=snapshot.open_group_seq,
-            anchor_index=snapshot.anchor_index,
-            covered_through=current.through_seq if current is not None else 0,
-            phase=phase,
-            mid_turn_min_steps=self._settings.mid_turn_min_steps,
+        # What this route sees now: a native checkpoint stands only on its own route (R-2); text
+        # compaction builds on the newest portable text checkpoint.
+        applicable = snapshot.checkpoint
+        text_base = (
+            applicable
+            if applicable is None or applicable.projection_kind is ProjectionKind.TEXT
+            else (snapshot.checkpoints.portable if snapshot.checkpoints is not None else None)
         )
+        planned = self._plan(snapshot, text_base, phase)
         if isinstance(planned, NothingToCompact):
             attempt.phase = str(phase) if phase else None
             return self._end(attempt, Outcome.NOTHING_TO_COMPACT, planned.reason)
         attempt.plan = planned
+        if self._settings.hook:
+            veto = hook_veto(
+                self._settings.hook,
+                {
+                    "session": session_id,
+                    "trigger": str(trigger),
+                    "phase": str(planned.phase),
+                    "from_seq": planned.from_seq,
+                    "through_seq": planned.through_seq,
+                    "tokens_before": before.layers.total,
+                    "model": route.model,
+                    "workspace": info.workspace,
+                },
+                cwd=info.workspace,
+                timeout=self._settings.hook_timeout,
+            )
+            if veto is not None:
+                # K-7: the context stays as it is; no fallback is faked in the hook's place.
+                return self._end(attempt, Outcome.BLOCKED, veto)
+        automatic = trigger is not Trigger.MANUAL
+        breaker = self.breaker(session_id)
+        failure: CompactionResult | None = None
+        if use_model and not (automatic and breaker.open):
+            try:
+                return self._model_paths(
+                    snapshot, applicable, text_base, planned, route, before, cancel, attempt
+                )
+            except _PathFailed as failed:
+                failure = failed.result
+            if failure.outcome is Outcome.CANCELLED or not (automatic and self._settings.fallback):
+                return failure
+        attempt.restart(Producer.FALLBACK)
+        attempt.plan = planned
+        why = (
+            "asked for without a model"
+            if not use_model
+            else f"the circuit breaker is open after {breaker.failures} summariser failures"
+            if failure is None
+            else failure.reason
+        )
+        return self._fallback(snapshot, text_base, planned, route, before, why, attempt)
+
+    def _plan(
+        self, snapshot: HistorySnapshot, base: Checkpoint | None, phase: Phase | None
+    ) -> Plan | NothingToCompact:
+        return plan_compaction(
+            snapshot.entries,
+            open_group_seq=snapshot.open_group_seq,
+            anchor_index=snapshot.anchor_index,
+            covered_through=base.through_seq if base is not None else 0,
+            phase=phase,
+            mid_turn_min_steps=self._settings.mid_turn_min_steps,
+        )
+
+    def _model_paths(
+        self,
+        snapshot: HistorySnapshot,
+        applicable: Checkpoint | None,
+        text_base: Checkpoint | None,
+        text_plan: Plan,
+        route: Route,
+        before: RequestView,
+        cancel: CancelToken,
+        attempt: _Attempt,
+    ) -> Proposal:
+        """Native first where the route offers it, then text on each summary route. Raises
+        _PathFailed with the last failure when none produced an acceptable candidate."""
+        failure: CompactionResult | None = None
+        if self._native is not None and self._native.supports(route):
+            native_plan = self._plan(snapshot, applicable, text_plan.phase)
+            if not isinstance(native_plan, NothingToCompact):
+                attempt.restart(Producer.NATIVE)
+                attempt.plan = native_plan
+                try:
+                    return self._native_candidate(
+                        snapshot, applicable, native_plan, route, before, cancel, attempt
+                    )
+                except _PathFailed as failed:
+                    failure = failed.result
+                    if failure.outcome is Outcome.CANCELLED:
+                        raise
+        for summary_route in self._summary_routes(route):
+            attempt.restart(Producer.LLM, summary_route)
+            attempt.plan = text_plan
+            try:
+                return self._text_path(snapshot, text_base, route, summary_route, before, cancel, attempt)
+            except _PathFailed as failed:
+                failure = failed.result
+                if failure.outcome is Outcome.CANCELLED:
+                    raise
+        assert failure is not None
+        raise _PathFailed(failure)
+
+    def _text_path(
+        self,
+        snapshot: HistorySnapshot,
+        base: Checkpoint | None,
+        route: Route,
+        summary_route: Route,
+        before: RequestView,
+        cancel: CancelToken,
+        attempt: _Attempt,
+    ) -> Proposal:
+        """The text compactor on one summary route, with C-13 back-off, K-9 gates and C-12."""
+        session_id = snapshot.session_id
+        current = snapshot.checkpoint if snapshot.checkpoints is None else snapshot.checkpoints.current
+        budget = before.budget if summary_route == route else self._compiler.preview(summary_route).budget
         while True:
             plan = attempt.plan
+            assert plan is not None
             source = self._store.source_digest(session_id, plan.through_seq)
             attempt.fingerprint = failure_fingerprint(
-                route_id=route.id,
+                route_id=summary_route.id,
                 parent_id=current.id if current is not None else None,
                 source_digest=source,
                 through_seq=plan.through_seq,
@@ -216,29 +459,51 @@ class CompactionService:
             known = {item.fingerprint: item.reason for item in self._store.fingerprints(session_id)}
             if attempt.fingerprint in known:
                 reason = f"cannot reduce further: an equivalent attempt failed ({known[attempt.fingerprint]})"
-                return self._end(attempt, Outcome.SUPPRESSED, reason)
+                raise _PathFailed(self._end(attempt, Outcome.SUPPRESSED, reason))
             try:
-                candidate = self._candidate(snapshot, plan, route, before.budget, source, cancel, attempt)
+                candidate = self._candidate(
+                    snapshot, base, plan, summary_route, budget, source, cancel, attempt
+                )
             except RequestOverflow as overflow:
-                smaller = self._backed_off(session_id, route, plan)
+                smaller = self._backed_off(session_id, summary_route, plan)
                 if smaller is None:
                     reason = (
                         "cannot reduce further: the summary request overflows even for the smallest "
                         f"prefix ({overflow})"
                     )
-                    return self._end(attempt, Outcome.FAILED, reason, deterministic=True)
+                    raise _PathFailed(self._fail(attempt, reason, deterministic=True)) from None
                 attempt.plan = smaller
                 continue
             except SummaryFailed as failure:
-                return self._end(attempt, Outcome.FAILED, failure.reason, deterministic=failure.deterministic)
+                raise _PathFailed(
+                    self._fail(attempt, failure.reason, deterministic=failure.deterministic)
+                ) from None
             except CompactionCancelled:
-                return self._end(attempt, Outcome.CANCELLED, "cancelled by the user; nothing was written")
+                raise _PathFailed(
+                    self._end(attempt, Outcome.CANCELLED, "cancelled by the user; nothing was written")
+                ) from None
             except CheckpointError as exc:
-                return self._end(attempt, Outcome.FAILED, f"invalid candidate: {exc}", deterministic=True)
-            break
+                raise _PathFailed(
+                    self._fail(attempt, f"invalid candidate: {exc}", deterministic=True)
+                ) from None
+            return self._accept(snapshot, candidate, route, before, source, attempt, gates=True)
+
+    def _accept(
+        self,
+        snapshot: HistorySnapshot,
+        candidate: Checkpoint,
+        route: Route,
+        before: RequestView,
+        source: str,
+        attempt: _Attempt,
+        *,
+        gates: bool,
+    ) -> Proposal:
+        """K-9's effect gates (for a model's result) and C-12's acceptance, measured on `route`."""
         attempt.report(Stage.VALIDATING)
+        current = snapshot.checkpoints.current if snapshot.checkpoints is not None else None
         candidate = replace(candidate, tokens_before=attempt.tokens_before)
-        after = self._compiler.compile(session_id, route, candidate=candidate).layers.total
+        after = self._compiler.compile(snapshot.session_id, route, candidate=candidate).layers.total
         candidate = replace(candidate, tokens_after=after).with_id()
         problems = acceptance_problems(
             candidate,
@@ -247,12 +512,31 @@ class CompactionService:
             projection_before=attempt.tokens_before,
             projection_after=after,
         )
+        if gates and not problems:
+            replacement = replacement_tokens(candidate, counter_for_model(route.model))
+            problems = effect_gate_problems(
+                replacement=replacement,
+                source=attempt.tokens_before - after + replacement,
+                window=before.budget.window or before.budget.input_budget,
+            )
         if problems:
-            return self._end(
-                attempt, Outcome.REJECTED, "; ".join(problems), deterministic=True, tokens_after=after
+            stale = any("lineage is stale" in problem for problem in problems)
+            raise _PathFailed(
+                self._end(
+                    attempt,
+                    Outcome.REJECTED,
+                    "; ".join(problems),
+                    deterministic=True,
+                    tokens_after=after,
+                    summariser_failed=gates and not stale,
+                )
             )
         control = snapshot.checkpoints.control_seq if snapshot.checkpoints is not None else 0
         return Proposal(candidate, control, attempt)
+
+    def _fail(self, attempt: _Attempt, reason: str, *, deterministic: bool) -> CompactionResult:
+        """A model path failed: recorded, and counted toward the circuit breaker (K-11)."""
+        return self._end(attempt, Outcome.FAILED, reason, deterministic=deterministic, summariser_failed=True)
 
     def commit(self, proposal: Proposal, *, progress: ProgressCallback | None = None) -> CompactionResult:
         """Commit a proposal: checkpoint row, completion and diagnostic events in one transaction
@@ -274,8 +558,9 @@ class CompactionService:
                 raise _Stale("another checkpoint, undo or rewind happened meanwhile (lineage is stale)")
 
         reason = (
-            f"{len(checkpoint.segments)} segment(s), level {checkpoint.level}, "
+            f"{checkpoint.producer}: {len(checkpoint.segments)} segment(s), level {checkpoint.level}, "
             f"{checkpoint.tokens_before:,} → {checkpoint.tokens_after:,} tokens"
+            + (f" (fallback because {attempt.note})" if attempt.note else "")
         )
         diagnostic = attempt.diagnostic(
             Outcome.ACCEPTED, reason, tokens_after=checkpoint.tokens_after, checkpoint_id=checkpoint.id
@@ -344,6 +629,7 @@ class CompactionService:
     def _candidate(
         self,
         snapshot: HistorySnapshot,
+        base: Checkpoint | None,
         plan: Plan,
         route: Route,
         budget: Budget,
@@ -351,24 +637,26 @@ class CompactionService:
         cancel: CancelToken,
         attempt: _Attempt,
     ) -> Checkpoint:
-        current = snapshot.checkpoint
+        """A text checkpoint made by the summariser on `route` (the summary route), building on the
+        portable text checkpoint `base`; its lineage parent is the session's current checkpoint."""
+        current = snapshot.checkpoints.current if snapshot.checkpoints is not None else None
         requests = attempt.requests
         counter = counter_for_model(route.model)
         limit = summary_input_limit(budget, self._settings.summary_max_tokens)
         covered = self._covered_events(snapshot.session_id, plan)
         ledger = extract_ledger(
-            covered, self._settings.ledger_chars, earlier=current.ledger if current is not None else None
+            covered, self._settings.ledger_chars, earlier=base.ledger if base is not None else None
         )
         # SPEC C-10: append while the anchor is unchanged and there are fewer than 4 segments.
         append = (
-            current is not None
-            and current.projection_kind is ProjectionKind.TEXT
-            and plan.anchor_seq == current.head_anchor_seq
-            and len(current.segments) < MAX_SEGMENTS
+            base is not None
+            and base is current
+            and plan.anchor_seq == base.head_anchor_seq
+            and len(base.segments) < MAX_SEGMENTS
         )
         previous = [
             PreviousSummary(s.index, s.from_seq, s.through_seq, s.level, s.text)
-            for s in (current.segments if current is not None else ())
+            for s in (base.segments if base is not None else ())
         ]
         overhead = (
             counter.count(SYSTEM_PROMPT) + counter.count("\n".join(t for _, t in ledger.must_mention())) + 64
@@ -393,26 +681,32 @@ class CompactionService:
             # The events this summary stands for: its chunk, and the summaries it merges.
             first = previous_part[0].from_seq if previous_part else chunk.from_seq  # type: ignore[union-attr]
             last = chunk.through_seq if chunk is not None else previous_part[-1].through_seq
-            summary = self._compactor.summarise(
-                route,
-                lambda reasons: request_messages(
+            inputs = _ShrinkingTranscript(snapshot.entries, chunk, counter) if chunk is not None else None
+
+            def build(reasons: Sequence[str], shrink: int) -> tuple[dict[str, Any], ...] | None:
+                lines: Sequence[str] = ()
+                if inputs is not None:
+                    found = inputs.at(shrink)
+                    if found is None:
+                        return None
+                    lines = found
+                elif shrink:
+                    return None  # a merge has no transcript to shrink: the plan backs off instead
+                return request_messages(
                     from_seq=chunk.from_seq if chunk is not None else first,
                     through_seq=last,
-                    transcript=chunk.lines if chunk is not None else (),
+                    transcript=lines,
                     previous=previous_part,
                     ledger=chunk_ledger,
                     repair_reasons=reasons,
-                ),
-                chunk_ledger,
-                (first, last),
-                cancel,
-                requests,
-            )
+                )
+
+            summary = self._compactor.summarise(route, build, chunk_ledger, (first, last), cancel, requests)
             repaired = repaired or summary.repaired
             return summary.text
 
         segments: list[tuple[int, int, int, str]]  # (from, through, level, text)
-        top_level = current.level if current is not None else 0
+        top_level = base.level if base is not None else 0
         if (
             not append
             and previous
@@ -449,13 +743,200 @@ class CompactionService:
             created_at=self._events.timestamp(),
             tokens_before=0,
             tokens_after=0,
-            covered_messages=(current.covered_messages if current is not None else 0)
+            covered_messages=(base.covered_messages if base is not None else 0)
             + sum(unit.last - unit.first + 1 for unit in plan.units),
-            producer="repaired" if repaired else "llm",
+            producer=str(Producer.REPAIRED if repaired else Producer.LLM),
             ledger=ledger,
         ).with_id()
         check_structure(checkpoint)
+        attempt.producer = Producer.REPAIRED if repaired else Producer.LLM
         return checkpoint
+
+    def _native_candidate(
+        self,
+        snapshot: HistorySnapshot,
+        applicable: Checkpoint | None,
+        plan: Plan,
+        route: Route,
+        before: RequestView,
+        cancel: CancelToken,
+        attempt: _Attempt,
+    ) -> Proposal:
+        """A provider-native checkpoint (SPEC C-11): the route's provider compacts what it sees of
+        the covered prefix into its own state, bound to that route. Unsupported or invalid →
+        _PathFailed (not a summariser failure), and the text compactor takes over."""
+        assert self._native is not None
+        session_id = snapshot.session_id
+        current = snapshot.checkpoints.current if snapshot.checkpoints is not None else None
+        source = self._store.source_digest(session_id, plan.through_seq)
+        attempt.requests.limit = 1
+        attempt.report(Stage.SUMMARISING, "native")
+        first = plan.units[0].first
+        last = plan.units[-1].last
+        messages: list[Mapping[str, Any]] = [before.messages[0]]  # the system prompt
+        previous_state = None
+        if applicable is not None and applicable.projection_kind is ProjectionKind.NATIVE:
+            previous_state = applicable.native_state
+            messages.extend(applicable.kept_messages)
+        elif applicable is not None:
+            messages.append({"role": "user", "content": "\n\n".join(s.text for s in applicable.segments)})
+        messages.extend(
+            entry.openai
+            for entry in snapshot.entries[first : last + 1]
+            if not getattr(entry, "hidden", False)
+        )
+        try:
+            native = self._native.compact(route, messages, previous_state, cancel, attempt.requests)
+        except CompactionCancelled:
+            raise _PathFailed(
+                self._end(attempt, Outcome.CANCELLED, "cancelled by the user; nothing was written")
+            ) from None
+        except (NativeUnavailable, RequestOverflow, SummaryFailed) as exc:
+            reason = f"native compaction unavailable, the text compactor takes over: {exc}"
+            raise _PathFailed(self._end(attempt, Outcome.FAILED, reason)) from None
+        covered = self._covered_events(session_id, plan)
+        ledger = extract_ledger(
+            covered,
+            self._settings.ledger_chars,
+            earlier=applicable.ledger if applicable is not None else None,
+        )
+        candidate = Checkpoint(
+            id="",
+            previous_id=current.id if current is not None else None,
+            session_id=session_id,
+            through_seq=plan.through_seq,
+            source_digest=source,
+            head_anchor_seq=plan.anchor_seq,
+            phase=plan.phase,
+            projection_kind=ProjectionKind.NATIVE,
+            level=0,
+            segments=(),
+            route_id=route.id,
+            model=route.model,
+            created_at=self._events.timestamp(),
+            tokens_before=0,
+            tokens_after=0,
+            covered_messages=(applicable.covered_messages if applicable is not None else 0)
+            + sum(unit.last - unit.first + 1 for unit in plan.units),
+            producer=str(Producer.NATIVE),
+            ledger=ledger,
+            native_state=native.state,
+        ).with_id()
+        try:
+            check_structure(candidate)
+        except CheckpointError as exc:
+            raise _PathFailed(
+                self._end(attempt, Outcome.FAILED, f"invalid native candidate: {exc}")
+            ) from None
+        return self._accept(snapshot, candidate, route, before, source, attempt, gates=True)
+
+    def _fallback(
+        self,
+        snapshot: HistorySnapshot,
+        base: Checkpoint | None,
+        plan: Plan,
+        route: Route,
+        before: RequestView,
+        why: str,
+        attempt: _Attempt,
+    ) -> Proposal | CompactionResult:
+        """The deterministic fallback (SPEC K-10): no model, within a token budget, the same
+        acceptance as any candidate."""
+        attempt.report(Stage.SUMMARISING, "fallback")
+        session_id = snapshot.session_id
+        current = snapshot.checkpoints.current if snapshot.checkpoints is not None else None
+        counter = counter_for_model(route.model)
+        source = self._store.source_digest(session_id, plan.through_seq)
+        covered = self._covered_events(session_id, plan)
+        ledger = extract_ledger(
+            covered, self._settings.ledger_chars, earlier=base.ledger if base is not None else None
+        )
+        append = (
+            base is not None
+            and base is current
+            and plan.anchor_seq == base.head_anchor_seq
+            and len(base.segments) < MAX_SEGMENTS
+        )
+        absorbed = "" if append or base is None else "\n\n".join(s.text for s in base.segments)
+        covered_tokens = sum(
+            TOKENS_PER_MESSAGE + counter.count(message_text(entry.openai))
+            for unit in plan.units
+            for entry in snapshot.entries[unit.first : unit.last + 1]
+        )
+        window = before.budget.window or before.budget.input_budget
+        # Well inside every K-9 gate, so that what the fallback keeps leaves room to work in.
+        budget_tokens = max(
+            256,
+            min(
+                int(before.budget.input_budget * FALLBACK_SHARE),
+                int(window * GATE_WINDOW_SHARE),
+                GATE_MAX_TOKENS,
+                int(covered_tokens * FALLBACK_SOURCE_SHARE),
+            ),
+        )
+        anchor = (
+            snapshot.entries[snapshot.anchor_index]
+            if snapshot.anchor_index is not None and snapshot.anchor_index < len(snapshot.entries)
+            else None
+        )
+        made = fallback_summary(
+            snapshot.entries,
+            plan,
+            active_task=anchor,
+            previous_text=absorbed,
+            reason=why,
+            counter=counter,
+            budget_tokens=budget_tokens,
+            count_ledger=lambda: counter.count(ledger.render()),
+        )
+        if append and base is not None:
+            segments = [
+                *base.segments,
+                Segment(
+                    len(base.segments) + 1,
+                    plan.from_seq,
+                    plan.through_seq,
+                    0,
+                    made.text,
+                    counter.count(made.text),
+                ),
+            ]
+            kept = made.kept_messages
+        else:
+            first = base.segments[0].from_seq if base is not None and base.segments else plan.from_seq
+            level = base.level + 1 if base is not None else 0
+            segments = [Segment(1, first, plan.through_seq, level, made.text, counter.count(made.text))]
+            kept = made.kept_messages
+        candidate = Checkpoint(
+            id="",
+            previous_id=current.id if current is not None else None,
+            session_id=session_id,
+            through_seq=plan.through_seq,
+            source_digest=source,
+            head_anchor_seq=plan.anchor_seq,
+            phase=plan.phase,
+            projection_kind=ProjectionKind.TEXT,
+            level=max(segment.level for segment in segments),
+            segments=tuple(segments),
+            route_id=route.id,
+            model=route.model,
+            created_at=self._events.timestamp(),
+            tokens_before=0,
+            tokens_after=0,
+            covered_messages=(base.covered_messages if base is not None else 0)
+            + sum(unit.last - unit.first + 1 for unit in plan.units),
+            producer=str(Producer.FALLBACK),
+            ledger=ledger,
+            kept_messages=kept,
+        ).with_id()
+        attempt.note = why
+        try:
+            check_structure(candidate)
+            return self._accept(snapshot, candidate, route, before, source, attempt, gates=False)
+        except CheckpointError as exc:
+            return self._end(attempt, Outcome.FAILED, f"the fallback made an invalid checkpoint: {exc}")
+        except _PathFailed as failed:
+            return failed.result
 
     def _merge(
         self,
@@ -536,6 +1017,7 @@ class CompactionService:
         units: list[Unit] = []
         lines: list[str] = []
         used = 0
+        chunk_chars = self._settings.transcript_message_chars
         for unit in plan.units:
             entries = snapshot.entries[unit.first : unit.last + 1]
             chars = self._settings.transcript_message_chars
@@ -547,13 +1029,19 @@ class CompactionService:
                 unit_lines = transcript_lines(entries, chars, error_seqs)
                 tokens = counter.count("\n".join(unit_lines))
             if units and used + tokens > room:
-                chunks.append(self._chunk(chunks, plan, units, lines, covered, covered_seqs))
+                chunks.append(
+                    self._chunk(chunks, plan, units, lines, covered, covered_seqs, chunk_chars, error_seqs)
+                )
                 units, lines, used = [], [], 0
+                chunk_chars = self._settings.transcript_message_chars
             units.append(unit)
             lines.extend(unit_lines)
             used += tokens
+            chunk_chars = min(chunk_chars, chars)
         if units:
-            chunks.append(self._chunk(chunks, plan, units, lines, covered, covered_seqs))
+            chunks.append(
+                self._chunk(chunks, plan, units, lines, covered, covered_seqs, chunk_chars, error_seqs)
+            )
         return chunks
 
     @staticmethod
@@ -564,12 +1052,14 @@ class CompactionService:
         lines: Sequence[str],
         covered: Sequence[Event],
         covered_seqs: Sequence[int],
+        chars: int,
+        error_seqs: frozenset[int],
     ) -> _Chunk:
         first = before[-1].through_seq + 1 if before else plan.from_seq
         last = units[-1].last_seq
         # `covered` is in seq order: slicing by bisection keeps chunking linear in the prefix.
         events = covered[bisect.bisect_left(covered_seqs, first) : bisect.bisect_right(covered_seqs, last)]
-        return _Chunk(first, last, tuple(lines), tuple(events))
+        return _Chunk(first, last, tuple(lines), tuple(events), tuple(units), chars, error_seqs)
 
     def _backed_off(self, session_id: str, route: Route, plan: Plan) -> Plan | None:
         """SPEC C-13: cover no more than the route's accepted boundary; without one, half the units."""
@@ -590,15 +1080,23 @@ class CompactionService:
         *,
         deterministic: bool = False,
         tokens_after: int | None = None,
+        summariser_failed: bool = False,
     ) -> CompactionResult:
         """End an attempt that wrote no checkpoint: fail open (SPEC C-14) with its diagnostic (C-15)
-        and, for a deterministic failure, a fingerprint that suppresses the same attempt."""
+        and, for a deterministic failure, a fingerprint that suppresses the same attempt.
+        `summariser_failed` counts it toward the circuit breaker (K-11)."""
         fingerprint = attempt.fingerprint if deterministic else None
         if fingerprint is not None:
             self._store.add_fingerprint(
                 attempt.session_id, fingerprint, reason[:300], self._settings.max_fingerprints
             )
-        diagnostic = attempt.diagnostic(outcome, reason, tokens_after=tokens_after, fingerprint=fingerprint)
+        diagnostic = attempt.diagnostic(
+            outcome,
+            reason,
+            tokens_after=tokens_after,
+            fingerprint=fingerprint,
+            summariser_failed=summariser_failed,
+        )
         self._events.append(
             attempt.session_id, [NewEvent(EventKind.COMPACTION_DIAGNOSTIC, diagnostic.to_payload())]
         )
@@ -620,7 +1118,28 @@ class _Attempt:
     """The stage reached: a failure's diagnostic says where it happened."""
     fingerprint: str | None = None
     requests: RequestBudget = field(default_factory=lambda: RequestBudget(0))
-    """Provider requests spent; `_candidate` sets the limit once it knows the chunks."""
+    """Provider requests spent on the current path; `_candidate` sets the limit once it knows the chunks."""
+    workspace: str = ""
+    producer: Producer | None = None
+    summary_route: Route | None = None
+    """The route a text summary is asked on (the separate summary route, or the session's)."""
+    note: str = ""
+    """Why the fallback was used, for the accepted checkpoint's diagnostic."""
+    earlier_requests: int = 0
+    """Requests spent on the paths tried before this one (native, another summary route)."""
+
+    def restart(self, producer: Producer, summary_route: Route | None = None) -> None:
+        """Begin the next path (native, text on a route, fallback) of the same compaction."""
+        self.earlier_requests += self.requests.spent
+        self.requests = RequestBudget(0)
+        self.producer = producer
+        self.summary_route = summary_route
+        self.fingerprint = None
+        self.stage = Stage.PLANNING
+
+    @property
+    def total_requests(self) -> int:
+        return self.earlier_requests + self.requests.spent
 
     def report(self, stage: Stage, detail: str = "") -> None:
         self.stage = stage
@@ -635,8 +1154,10 @@ class _Attempt:
         tokens_after: int | None = None,
         checkpoint_id: str | None = None,
         fingerprint: str | None = None,
+        summariser_failed: bool = False,
     ) -> Diagnostic:
         plan = self.plan
+        asked = self.summary_route or self.route
         return Diagnostic(
             trigger=self.trigger,
             phase=str(plan.phase) if plan is not None else self.phase,
@@ -648,12 +1169,15 @@ class _Attempt:
             tokens_before=self.tokens_before,
             tokens_after=tokens_after,
             reason=reason,
-            route_id=self.route.id,
-            model=self.route.model,
+            route_id=asked.id,
+            model=asked.model,
             requests=self.requests.spent,
             checkpoint_id=checkpoint_id,
             fingerprint=fingerprint,
             through_seq=plan.through_seq if plan is not None else None,
+            producer=self.producer,
+            workspace=self.workspace,
+            summariser_failed=summariser_failed,
         )
 
     def result(
@@ -667,7 +1191,8 @@ class _Attempt:
             tokens_after,
             checkpoint,
             str(self.plan.phase) if self.plan is not None else self.phase,
-            self.requests.spent,
+            self.total_requests,
+            str(self.producer) if self.producer is not None else None,
         )
 
 

@@ -82,22 +82,33 @@ def _capped(text: str, limit: int) -> str:
     return f"{text[:head]} […{len(text) - limit:,} characters left out of the summary input…] {text[-tail:]}"
 
 
+REREADABLE_OMITTED = "[file content left out of the summary input: it can be read again]"
+
+
 def transcript_lines(
-    entries: Iterable[LogEntry], message_chars: int, error_seqs: frozenset[int] = frozenset()
+    entries: Iterable[LogEntry],
+    message_chars: int,
+    error_seqs: frozenset[int] = frozenset(),
+    omit_seqs: frozenset[int] = frozenset(),
 ) -> list[str]:
     """Covered messages as the summariser reads them: one `[seq N]` line each, capped in length.
 
-    `error_seqs` are the tool results that reported an error (messages do not carry that flag)."""
+    `error_seqs` are the tool results that reported an error (messages do not carry that flag);
+    `omit_seqs` are results whose content is re-readable and left out (K-8). Hidden control
+    messages (the handoff reminder, SPEC K-1) are not part of the conversation and never appear."""
     names: dict[str, str] = {}
     lines: list[str] = []
     for entry in entries:
+        if entry.hidden:
+            continue
         message = entry.message
         text = content_text(entry.openai.get("content"))
         images = IMAGE_PLACEHOLDER * len(message.attachments)
         if message.role is Role.TOOL:
             name = message.name or names.get(message.tool_call_id or "", "tool")
             status = "error" if entry.seq in error_seqs else "ok"
-            lines.append(f"[seq {entry.seq}] tool {name} ({status}): {_capped(text, message_chars)}")
+            shown = REREADABLE_OMITTED if entry.seq in omit_seqs else _capped(text, message_chars)
+            lines.append(f"[seq {entry.seq}] tool {name} ({status}): {shown}")
             continue
         role = "user" if message.role is Role.USER else "assistant"
         if text or images or not message.tool_calls:

@@ -1,9 +1,12 @@
 """Provides the text compactor: one non-streamed summary request, validated, repaired at most once
-(SPEC C-9, C-11).
+(SPEC C-9, C-11), in at most three attempts (K-8).
 
 The request is sent as is: no SDK retries, no retry of a rate limit here (the next trigger tries
-again). A provider that says the request is too long raises `RequestOverflow`, so the service can
-back its coverage off (SPEC C-13); any other provider failure is a non-deterministic failure.
+again). A provider that says the request is too long gets the same summary asked again with a
+strictly smaller input (K-8: re-readable file contents dropped, then the oldest unit, then a lower
+per-message cap); when no smaller input is left, or the three attempts are spent, `RequestOverflow`
+lets the service back its coverage off (SPEC C-13). Any other provider failure is a
+non-deterministic failure.
 """
 
 from __future__ import annotations
@@ -19,8 +22,11 @@ from foya_tui.runtime.providers.client import CancelToken, Completion, ProviderC
 from foya_tui.runtime.providers.errors import FailureKind, ProviderError
 from foya_tui.runtime.providers.routes import Route
 
-RequestBuilder = Callable[[Sequence[str]], tuple[Mapping[str, Any], ...]]
-"""Builds a compaction request's messages; given repair reasons, the repair request."""
+RequestBuilder = Callable[[Sequence[str], int], tuple[Mapping[str, Any], ...] | None]
+"""Builds a compaction request's messages: given repair reasons, the repair request; given a shrink
+level above 0, a strictly smaller input (K-8), or None when nothing smaller is left."""
+MAX_ATTEMPTS = 3
+"""Provider requests one summary may take: first, repair and overflow retries together (SPEC K-8)."""
 
 
 class CompactionCancelled(Exception):
@@ -116,18 +122,36 @@ class TextCompactor:
     ) -> Summary:
         """A summary that passes C-9, names every modified path and user rule of `ledger` and
         cites only events of `seq_range`; one shorter repair request when the first candidate
-        fails; then abandon (deterministic)."""
-        completion = self._ask(route, build(()), cancel, budget)
-        problems = _problems(completion.text, completion.finish_reason, ledger, seq_range)
-        if not problems:
-            return Summary(completion.text.strip(), repaired=False, usage=completion.usage)
-        repair = self._ask(route, build(problems), cancel, budget)
-        again = _problems(repair.text, repair.finish_reason, ledger, seq_range)
-        if not again:
-            return Summary(repair.text.strip(), repaired=True, usage=repair.usage)
-        raise SummaryFailed(
-            f"the summary was rejected twice (C-9): {'; '.join(again[:3])}", deterministic=True
-        )
+        fails, then abandon (deterministic); a smaller input after an overflow (K-8). At most
+        MAX_ATTEMPTS requests in all."""
+        reasons: Sequence[str] = ()
+        shrink = 0
+        messages = build(reasons, shrink)
+        for attempt in range(1, MAX_ATTEMPTS + 1):
+            assert messages is not None
+            try:
+                completion = self._ask(route, messages, cancel, budget)
+            except RequestOverflow as overflow:
+                smaller = build(reasons, shrink + 1) if attempt < MAX_ATTEMPTS else None
+                if smaller is None:
+                    raise RequestOverflow(
+                        f"{overflow} (after {attempt} attempt(s), no smaller input left)"
+                    ) from None
+                shrink += 1
+                messages = smaller
+                continue
+            problems = _problems(completion.text, completion.finish_reason, ledger, seq_range)
+            if not problems:
+                return Summary(completion.text.strip(), repaired=bool(reasons), usage=completion.usage)
+            if reasons:
+                raise SummaryFailed(
+                    f"the summary was rejected twice (C-9): {'; '.join(problems[:3])}", deterministic=True
+                )
+            if attempt == MAX_ATTEMPTS:
+                break
+            reasons = problems
+            messages = build(reasons, shrink)
+        raise SummaryFailed(f"no acceptable summary within {MAX_ATTEMPTS} attempts (K-8)", deterministic=True)
 
 
 def _problems(text: str, finish_reason: str, ledger: Ledger, seq_range: tuple[int, int]) -> list[str]:
