@@ -14,6 +14,7 @@ from typing import Any
 from foya_tui.paths import FoyaPaths
 from foya_tui.runtime.compaction.checkpoint import Phase
 from foya_tui.runtime.compaction.failures import Trigger
+from foya_tui.runtime.compaction.native import ProviderNativeCompactor
 from foya_tui.runtime.compaction.recovery import CheckpointReader
 from foya_tui.runtime.compaction.report import (
     InspectReport,
@@ -102,6 +103,8 @@ class Runtime:
             compiler=self.compiler,
             compactor=TextCompactor(client, settings.compaction.summary_max_tokens),
             settings=settings.compaction,
+            native=ProviderNativeCompactor(client, settings.compaction.summary_max_tokens),
+            summary_routes=self.summary_routes,
         )
 
     def close(self) -> None:
@@ -118,6 +121,15 @@ class Runtime:
     def route_for(self, model: str | None = None, connection: str | None = None) -> Route:
         """The route of a model under these settings (pure: touches neither SQLite nor a provider)."""
         return route_for(self.settings, model, connection)
+
+    def summary_routes(self, route: Route) -> list[Route]:
+        """Where a session on `route` asks for summaries: the separate summary route of
+        `[compaction] model` first (its own window and budget), then the session's own route."""
+        model = self.settings.compaction.model
+        if not model:
+            return [route]
+        summary = self.route_for(model)
+        return [route] if summary.id == route.id else [summary, route]
 
     def routes(self, session_id: str | None = None) -> list[RouteOption]:
         """Every route the switcher offers: the default, each configured model, the simulator's."""
@@ -193,9 +205,13 @@ class Runtime:
         *,
         cancel: CancelToken | None = None,
         progress: ProgressCallback | None = None,
+        use_model: bool = True,
     ) -> CompactionResult:
-        """Standalone compaction of an idle session (SPEC C-3), on the session's route by default."""
-        proposed = self.propose_compaction(id_or_prefix, route, cancel=cancel, progress=progress)
+        """Standalone compaction of an idle session (SPEC C-3), on the session's route by default;
+        `use_model=False` makes the deterministic fallback checkpoint directly (SPEC K-10)."""
+        proposed = self.propose_compaction(
+            id_or_prefix, route, cancel=cancel, progress=progress, use_model=use_model
+        )
         if isinstance(proposed, CompactionResult):
             return proposed
         return self.compaction.commit(proposed, progress=progress)
@@ -207,6 +223,7 @@ class Runtime:
         *,
         cancel: CancelToken | None = None,
         progress: ProgressCallback | None = None,
+        use_model: bool = True,
     ) -> Proposal | CompactionResult:
         """A validated standalone candidate to show before committing it (the TUI asks to accept)."""
         session = self.open_session(id_or_prefix, route)
@@ -217,6 +234,7 @@ class Runtime:
             phase=Phase.STANDALONE,
             cancel=cancel,
             progress=progress,
+            use_model=use_model,
         )
 
     def commit_compaction(self, proposal: Proposal) -> CompactionResult:
@@ -236,7 +254,9 @@ class Runtime:
 
     def inspect(self, id_or_prefix: str) -> InspectReport:
         info = self.store.find_session(id_or_prefix)
-        return inspect_session(info.id, self.store, self.compaction_store, self.checkpoints)
+        return inspect_session(
+            info.id, self.store, self.compaction_store, self.checkpoints, self.compaction.breaker(info.id)
+        )
 
     def verify(self, id_or_prefix: str) -> VerifyReport:
         info = self.store.find_session(id_or_prefix)

@@ -21,9 +21,11 @@ from pathlib import Path
 from typing import Any
 
 from foya_tui.runtime.compaction.checkpoint import Phase
-from foya_tui.runtime.compaction.failures import Stage, Trigger
+from foya_tui.runtime.compaction.failures import Outcome, Stage, Trigger
+from foya_tui.runtime.compaction.handoff import EpochStatus, handoff_event
 from foya_tui.runtime.compaction.planner import units_of
 from foya_tui.runtime.compaction.service import CompactionResult, CompactionService
+from foya_tui.runtime.compaction.snip import SnipPlan, cache_is_cold, plan_micro, plan_snip
 from foya_tui.runtime.context.budget import Verdict
 from foya_tui.runtime.context.compiler import ContextCompiler, RequestView
 from foya_tui.runtime.history import rewound
@@ -47,7 +49,9 @@ from foya_tui.runtime.tools.registry import Effect, ToolContext, ToolRegistry, T
 from foya_tui.runtime.updates import (
     CompactionFinished,
     CompactionProgressed,
+    ContextSnipped,
     ContextUpdated,
+    HandoffRecorded,
     ReplyDelta,
     RetryScheduled,
     RuntimeUpdate,
@@ -122,7 +126,8 @@ class Session:
         """Set when a budget compaction in this turn did not succeed: the turn does not retry it
         (the provider judges the request; a fingerprint suppresses the same attempt next turn)."""
         self._reactive_used = False
-        """SPEC C-2: automatic provider-overflow recovery runs at most once per turn."""
+        """SPEC K-6: automatic provider-overflow recovery runs at most once per successful provider
+        boundary (reset after every reply that arrived whole)."""
 
     @property
     def id(self) -> str:
@@ -175,24 +180,78 @@ class Session:
 
     # -- one model call ---------------------------------------------------------------------
 
-    def _step(self, cancel: CancelToken) -> Iterator[RuntimeUpdate]:
-        """Compile, stream and record one model call. Returns (its StreamFinished, the reply's
-        seq), or None when the turn ended here (it then already yielded TurnFailed)."""
+    def _prepare(self, cancel: CancelToken) -> Iterator[RuntimeUpdate]:
+        """Before a step, in SPEC K-2's order: micro-compaction after a cold prompt cache (K-3),
+        snip of old tool turns under pressure (K-4), the handoff reminder in the 70–80% band (K-1),
+        then the LLM compaction at the compaction line. Micro and snip results are pending until
+        the compaction succeeded or was not needed; a failed or cancelled compaction leaves them
+        unwritten. Returns the view to send, or None when the turn ended here."""
         view = self.context()
-        if (
-            view.verdict is Verdict.COMPACT
-            and self._compaction is not None
-            and not self._budget_compaction_blocked
+        if self._compaction is None:
+            return view
+        settings = self._compaction.settings
+        pending: dict[int, int] = {}  # seq → tokens its placeholder saves
+        plans: list[SnipPlan] = []
+        if cache_is_cold(
+            self._compiler.last_provider_call(self.id), self.store.now(), settings.cache_ttl_seconds
         ):
+            candidates = self._compiler.snip_candidates(self.id, self.route)
+            micro = plan_micro(candidates)
+            if micro is not None:
+                plans.append(micro)
+                pending.update((c.seq, c.tokens_saved) for c in candidates if c.seq in micro.seqs)
+                view = self._compiler.compile(self.id, self.route, snips=frozenset(pending))
+        if view.verdict is Verdict.COMPACT:
+            candidates = tuple(
+                c for c in self._compiler.snip_candidates(self.id, self.route) if c.seq not in pending
+            )
+            snip = plan_snip(candidates, view.estimate.total - view.budget.handoff_at)
+            if snip is not None:
+                plans.append(snip)
+                pending.update((c.seq, c.tokens_saved) for c in candidates if c.seq in snip.seqs)
+                view = self._compiler.compile(self.id, self.route, snips=frozenset(pending))
+        # K-5: without a trustworthy token snapshot, neither the handoff nor an LLM compaction runs.
+        if (
+            view.snapshot_known
+            and view.verdict is Verdict.HANDOFF
+            and view.handoff_status is EpochStatus.NONE
+        ):
+            (record,) = self.store.append(self.id, [handoff_event(view.handoff_epoch)])
+            yield HandoffRecorded(self.id, record.seq, view.handoff_epoch)
+            view = self._compiler.compile(self.id, self.route, snips=frozenset(pending))
+        if view.verdict is Verdict.COMPACT and view.snapshot_known and not self._budget_compaction_blocked:
             # SPEC C-2 budget trigger: the estimate is over the high-water mark before a step.
             result = yield from self.compact(Trigger.BUDGET, cancel)
             if cancel.cancelled:
                 yield TurnFailed(self.id, "cancelled by the user", "cancelled")
                 return None
-            if result.accepted:
-                view = self.context()
-            else:
+            if not result.accepted:
                 self._budget_compaction_blocked = True
+                if result.outcome is not Outcome.NOTHING_TO_COMPACT:
+                    plans = []  # K-2: a failed compaction leaves no half-updated state
+        if plans:
+            covered = self._compiler.checkpoint_state(self.id)
+            through = (
+                covered.current.through_seq if covered is not None and covered.current is not None else 0
+            )
+            events = []
+            for plan in plans:
+                seqs = tuple(seq for seq in plan.seqs if seq > through)
+                if seqs:
+                    saved = sum(pending[seq] for seq in seqs)
+                    events.append(replace(plan, seqs=seqs, tokens_saved=saved))
+            if events:
+                self.store.append(self.id, [plan.event() for plan in events])
+                for plan in events:
+                    yield ContextSnipped(self.id, str(plan.mode), len(plan.seqs), plan.tokens_saved)
+        return self.context()
+
+    def _step(self, cancel: CancelToken) -> Iterator[RuntimeUpdate]:
+        """Compile, stream and record one model call. Returns (its StreamFinished, the reply's
+        seq), or None when the turn ended here (it then already yielded TurnFailed)."""
+        view = yield from self._prepare(cancel)
+        if view is None:
+            return None
         yield ContextUpdated(self.id, view.report())
         request = view.provider_request()
         attempt = 0
@@ -209,7 +268,7 @@ class Session:
                     and self._compaction is not None
                     and not self._reactive_used
                 ):
-                    # SPEC C-2 provider trigger, once per turn, only before any output (K-6).
+                    # SPEC K-6: once per successful provider boundary, only before any output.
                     self._reactive_used = True
                     result = yield from self.compact(Trigger.PROVIDER, cancel)
                     if cancel.cancelled:
@@ -236,7 +295,14 @@ class Session:
                     return None
                 # Whatever already streamed was seen by the user: keep it in history.
                 self._append_reply("".join(progress.text), "", (), "error", None, view)
-                yield TurnFailed(self.id, failure.message, str(failure.kind))
+                message = failure.message
+                if failure.kind is FailureKind.INPUT_OVERFLOW and progress.output_started:
+                    # K-6: past the output boundary a replay could duplicate what was delivered.
+                    message = (
+                        f"{failure.message}; the reply had already started, so nothing was retried "
+                        "or compacted (SPEC K-6): send a message to continue"
+                    )
+                yield TurnFailed(self.id, message, str(failure.kind))
                 return None
             if finished is None:  # cancelled mid-stream
                 self._append_reply("".join(progress.text), "", (), "cancelled", None, view)
@@ -252,6 +318,8 @@ class Session:
                 finished.usage,
                 view,
             )
+            # K-6: a successful provider boundary allows one more reactive recovery after it.
+            self._reactive_used = False
             yield ContextUpdated(self.id, self.context().report())
             return finished, reply_seq or view.through_seq
 

@@ -179,9 +179,44 @@ class CompactionFinished:
         return {"type": "compaction", **self.report, "session": self.session_id}
 
 
+@dataclass(frozen=True)
+class ContextSnipped:
+    """Tool results left the model's view before a step: micro-compaction after a cold prompt
+    cache (SPEC K-3) or a snip of old tool turns under pressure (K-4). History keeps them all."""
+
+    session_id: str
+    mode: str
+    """`micro` or `snip`."""
+    results: int
+    tokens_saved: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "type": "snipped",
+            "session": self.session_id,
+            "mode": self.mode,
+            "results": self.results,
+            "tokens_saved": self.tokens_saved,
+        }
+
+
+@dataclass(frozen=True)
+class HandoffRecorded:
+    """The session entered the handoff band and stored the hidden continuation reminder (K-1)."""
+
+    session_id: str
+    seq: int
+    epoch: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"type": "handoff", "session": self.session_id, "seq": self.seq, "epoch": self.epoch}
+
+
 RuntimeUpdate = (
     TurnStarted
     | CompactionProgressed
+    | ContextSnipped
+    | HandoffRecorded
     | CompactionFinished
     | ContextUpdated
     | ReplyDelta

@@ -544,14 +544,15 @@ def test_a_prefix_larger_than_the_window_is_summarised_in_chunks_that_fit(
 def test_an_overflowing_summary_request_backs_off_to_the_accepted_boundary(
     tmp_path: Path, workdir: Path
 ) -> None:
+    """K-8 first (three attempts, each smaller), then C-13: coverage backs off to the boundary."""
     overflow = ProviderError(ProviderFailure(kind=FailureKind.INPUT_OVERFLOW, detail="too long"))
-    client = ScriptedClient(summaries=[overflow])
+    client = ScriptedClient(summaries=[overflow] * 3)
     with scripted_runtime(tmp_path, workdir, client) as runtime:
         session_id = import_session(runtime, [m for i in range(6) for m in tool_turn(i)])
         route = runtime.route_for()
         runtime.compaction_store.record_boundary(session_id, route.id, 8, 900, 10, 4000)
         result = runtime.compact(session_id)
-        assert result.outcome is Outcome.ACCEPTED and result.requests == 2
+        assert result.outcome is Outcome.ACCEPTED and result.requests == 4
         assert result.checkpoint is not None and result.checkpoint.through_seq == 8
 
 
@@ -643,10 +644,13 @@ def test_a_provider_overflow_compacts_once_per_turn(
     reports = [u.report for u in updates if isinstance(u, CompactionFinished)]
     assert isinstance(updates[-1], TurnFinished)
     assert [r["trigger"] for r in reports].count("provider") == 1 and reports[-1]["outcome"] == "accepted"
+    # The chat request and two summary requests overflow: K-8 asks the summary again, smaller each
+    # time, and the third attempt makes the one recovery this turn needs.
     monkeypatch.setenv("FOYA_SIM_FAULTS", "overflowx3")
     updates = list(session.send("and again"))
-    assert isinstance(updates[-1], TurnFailed) and updates[-1].kind == "input_overflow"
-    assert [u.report["trigger"] for u in updates if isinstance(u, CompactionFinished)].count("provider") == 1
+    assert isinstance(updates[-1], TurnFinished)
+    reports = [u.report for u in updates if isinstance(u, CompactionFinished)]
+    assert [(r["trigger"], r["outcome"], r["requests"]) for r in reports] == [("provider", "accepted", 3)]
 
 
 def test_rate_limits_and_quota_never_compact(runtime: Runtime, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -194,6 +194,10 @@ class EventStore:
         """Now, as the store writes times (ISO 8601, UTC, from the store's clock)."""
         return _timestamp(self._clock)
 
+    def now(self) -> datetime:
+        """Now, from the store's clock (tests fix it; micro-compaction's cache clock reads it)."""
+        return self._clock()
+
     def append_locked(
         self, session_id: str, batch: Sequence[NewEvent], now: str | None = None
     ) -> list[Event]:

@@ -1,0 +1,414 @@
+"""Tests the compaction paths beyond one summary: the deterministic fallback (SPEC K-10, K-12), the
+effect gates (K-9), summary sampling with a shrinking input (K-8), the circuit breaker (K-11), the
+compaction hook (K-7), a separate summary route, and reactive recovery at provider boundaries (K-6).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from foya_tui.runtime.compaction.acceptance import effect_gate_problems
+from foya_tui.runtime.compaction.failures import Outcome, Trigger
+from foya_tui.runtime.compaction.summary import REREADABLE_OMITTED, summary_problems
+from foya_tui.runtime.model import EventKind, NewEvent, ToolCall
+from foya_tui.runtime.providers.client import (
+    CancelToken,
+    Completion,
+    ProviderRequest,
+    StreamEvent,
+    StreamFinished,
+    TextDelta,
+)
+from foya_tui.runtime.providers.errors import FailureKind, ProviderError, ProviderFailure
+from foya_tui.runtime.runtime import Runtime
+from foya_tui.runtime.updates import CompactionFinished, TurnFailed, TurnFinished
+from foya_tui.settings import CompactionSettings, Settings
+from tests.conftest import FIXED_NOW, make_paths
+from tests.fakes.scripted import GENERIC_SUMMARY, ScriptedClient
+from tests.runtime.test_compaction import import_session, projection_is_well_formed, tool_turn
+
+RULE = "Always answer in British English and never touch vendor/."
+OVERFLOW = ProviderError(ProviderFailure(kind=FailureKind.INPUT_OVERFLOW, detail="too long"))
+RULE_SUMMARY = GENERIC_SUMMARY.replace("Scripted critical context", RULE)
+"""A valid summary of `long_session`: it states the first turn's rule, as K-12's check requires."""
+
+
+def runtime_with(tmp_path: Path, workdir: Path, client: Any, **compaction: Any) -> Runtime:
+    settings = Settings(retry_backoff=0.0, compaction=CompactionSettings(**compaction))
+    return Runtime(settings, make_paths(tmp_path), client=client, workdir=workdir, clock=lambda: FIXED_NOW)
+
+
+def long_session(runtime: Runtime, turns: int = 8, size: int = 1200) -> str:
+    first = [{"role": "user", "content": RULE}, {"role": "assistant", "content": "Understood."}]
+    return import_session(runtime, [*first, *(m for i in range(1, turns + 1) for m in tool_turn(i, size))])
+
+
+def diagnostics(runtime: Runtime, session_id: str) -> list[dict[str, Any]]:
+    return [dict(d.payload) for d in runtime.inspect(session_id).diagnostics]
+
+
+# -- the deterministic fallback (K-10, K-12) ---------------------------------------------------
+
+
+def test_fallback_makes_a_valid_checkpoint_without_any_model(tmp_path: Path, workdir: Path) -> None:
+    """K-10: no request is sent; the checkpoint passes the same checks as a model's (five sections,
+    acceptance, verify); the rule of the first turn survives verbatim in the ledger (K-12)."""
+    client = ScriptedClient()
+    with runtime_with(tmp_path, workdir, client) as runtime:
+        session_id = long_session(runtime)
+        result = runtime.compact(session_id, use_model=False)
+        assert result.outcome is Outcome.ACCEPTED, result.reason
+        assert client.summary_requests == [] and result.requests == 0
+        checkpoint = result.checkpoint
+        assert checkpoint is not None and checkpoint.producer == "fallback"
+        (segment,) = checkpoint.segments
+        assert summary_problems(segment.text, "stop", (segment.from_seq, segment.through_seq)) == []
+        assert result.tokens_after is not None and result.tokens_after < result.tokens_before
+        view = runtime.context(session_id)
+        sent = json.dumps(list(view.messages))
+        assert RULE in sent
+        assert projection_is_well_formed(list(view.messages)[1:])
+        assert runtime.verify(session_id).ok
+        assert diagnostics(runtime, session_id)[-1]["producer"] == "fallback"
+
+
+def test_fallback_keeps_whole_units_from_the_newest_end(tmp_path: Path, workdir: Path) -> None:
+    """K-10: kept messages are whole units, newest last; a tool call never loses its result."""
+    with runtime_with(tmp_path, workdir, ScriptedClient()) as runtime:
+        session_id = long_session(runtime, turns=10)
+        checkpoint = runtime.compact(session_id, use_model=False).checkpoint
+        assert checkpoint is not None and checkpoint.kept_messages
+        kept = list(checkpoint.kept_messages)
+        assert projection_is_well_formed(kept)
+        # the newest covered unit is kept: standalone covers all but the last step
+        texts = [m.get("content") or "" for m in kept]
+        assert any("module_10.py" in text or "module_9.py" in text for text in texts)
+        assert all(m["role"] != "tool" or m["tool_call_id"] in json.dumps(kept) for m in kept)
+
+
+def test_fallback_never_keeps_image_bytes(tmp_path: Path, workdir: Path) -> None:
+    """K-10, K-13: an image in a kept unit becomes a placeholder."""
+    pixel = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
+    image = {
+        "role": "user",
+        "content": [
+            {"type": "text", "text": "what is in this picture?"},
+            {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{pixel}"}},
+        ],
+    }
+    with runtime_with(tmp_path, workdir, ScriptedClient()) as runtime:
+        session_id = import_session(
+            runtime,
+            [
+                *tool_turn(1, 3000),
+                *tool_turn(2, 3000),
+                image,
+                {"role": "assistant", "content": "a pixel"},
+                *tool_turn(3, 3000),
+            ],
+        )
+        checkpoint = runtime.compact(session_id, use_model=False).checkpoint
+        assert checkpoint is not None
+        assert pixel[:20] not in checkpoint.serialised()
+
+
+# -- effect gates (K-9) ----------------------------------------------------------------------------
+
+
+def test_effect_gates() -> None:
+    """K-9: at most 80% of a large source; at most half the window; at most 50,000 tokens."""
+    assert effect_gate_problems(replacement=700, source=1_000, window=100_000) == []  # small source
+    assert effect_gate_problems(replacement=3_000, source=4_000, window=100_000) == []
+    assert "not enough reduction" in effect_gate_problems(replacement=3_300, source=4_000, window=100_000)[0]
+    assert "half the window" in effect_gate_problems(replacement=5_000, source=40_000, window=8_192)[0]
+    assert "50,000" in effect_gate_problems(replacement=60_000, source=900_000, window=1_000_000)[0]
+
+
+def bloated_summary(words: int) -> str:
+    bodies = ["Fix it [seq 3].", "- padding " * words, "- none", "- continue", RULE]
+    titles = ("Goal", "Progress", "Key Decisions", "Next Steps", "Critical Context")
+    return "\n\n".join(f"## {t}\n{b}" for t, b in zip(titles, bodies, strict=True))
+
+
+def test_a_summary_without_enough_reduction_goes_to_the_fallback(tmp_path: Path, workdir: Path) -> None:
+    """K-9: a valid summary that keeps more than 80% of a large source is a summariser failure;
+    an automatic compaction then uses the fallback in the same attempt."""
+    with runtime_with(tmp_path, workdir, ScriptedClient()) as runtime:
+        session_id = long_session(runtime, turns=8, size=1600)
+        before = runtime.context(session_id).layers.total
+        client = runtime._client
+        assert isinstance(client, ScriptedClient)
+        client.summaries = [bloated_summary(before // 3)] * 2
+        session = runtime.open_session(session_id)
+        result = runtime.compaction.compact(session_id, session.route, Trigger.BUDGET)
+        assert result.outcome is Outcome.ACCEPTED and result.producer == "fallback", result.reason
+        failed = [d for d in diagnostics(runtime, session_id) if d["summariser_failed"]]
+        assert len(failed) == 1 and "K-9" in failed[0]["reason"]
+
+
+# -- summary sampling (K-8) ------------------------------------------------------------------------
+
+
+def test_an_overflowing_summary_request_is_retried_strictly_smaller(tmp_path: Path, workdir: Path) -> None:
+    """K-8: after an overflow the same summary is asked with a smaller input, file contents that
+    can be read again dropped first; at most three attempts per summary."""
+    client = ScriptedClient(summaries=[OVERFLOW, OVERFLOW, RULE_SUMMARY])
+    with runtime_with(tmp_path, workdir, client) as runtime:
+        session_id = long_session(runtime, turns=4)
+        result = runtime.compact(session_id)
+        assert result.outcome is Outcome.ACCEPTED, result.reason
+        sizes = [len(request.messages[1]["content"]) for request in client.summary_requests]
+        assert len(sizes) == 3 and sizes[0] > sizes[1] > sizes[2]
+        assert REREADABLE_OMITTED in client.summary_requests[1].messages[1]["content"]
+        assert REREADABLE_OMITTED not in client.summary_requests[0].messages[1]["content"]
+
+
+def test_three_overflows_back_the_coverage_off(tmp_path: Path, workdir: Path) -> None:
+    """K-8 then C-13: three attempts of one summary overflow; the plan covers less and tries again;
+    everything stays within the request budget."""
+    client = ScriptedClient(summaries=[OVERFLOW] * 3 + [RULE_SUMMARY])
+    with runtime_with(tmp_path, workdir, client) as runtime:
+        session_id = long_session(runtime, turns=6)
+        result = runtime.compact(session_id)
+        assert result.outcome is Outcome.ACCEPTED, result.reason
+        assert len(client.summary_requests) == 4
+        assert result.checkpoint is not None
+        assert result.checkpoint.through_seq < runtime.store.last_seq(session_id) - 4
+
+
+# -- the circuit breaker (K-11) --------------------------------------------------------------------
+
+
+def test_a_summariser_that_always_fails_trips_the_breaker(tmp_path: Path, workdir: Path) -> None:
+    """K-11: three consecutive summariser failures open the breaker of this (workspace, session);
+    from then on automatic compactions ask no model and the fallback keeps the session going; a
+    manual compaction tries the summariser again and its success closes the breaker."""
+    client = ScriptedClient(summaries=["nonsense"] * 6)
+    with runtime_with(tmp_path, workdir, client) as runtime:
+        session_id = long_session(runtime, turns=4)
+        session = runtime.open_session(session_id)
+        producers = []
+        for turn in range(4):
+            append = [
+                NewEvent(EventKind.USER_MESSAGE, {"text": f"next request {turn}"}),
+                NewEvent(EventKind.ASSISTANT_MESSAGE, {"text": f"answer {turn} " * 200}),
+            ]
+            runtime.store.append(session_id, append)
+            asked = len(client.summary_requests)
+            result = runtime.compaction.compact(session_id, session.route, Trigger.BUDGET)
+            assert result.outcome is Outcome.ACCEPTED, result.reason
+            producers.append((result.producer, len(client.summary_requests) - asked))
+        # three failures (two requests each: first answer and its repair), each saved by the fallback
+        assert producers[:3] == [("fallback", 2)] * 3
+        assert producers[3] == ("fallback", 0)  # the breaker is open: no model was asked
+        breaker = runtime.inspect(session_id).to_json()["breaker"]
+        assert breaker["state"] == "open" and breaker["failures"] == 3
+        assert "rejected twice" in breaker["reasons"][0]
+        # a manual compaction asks the summariser again; success closes the breaker
+        runtime.store.append(session_id, [NewEvent(EventKind.USER_MESSAGE, {"text": "one more " * 300})])
+        runtime.store.append(session_id, [NewEvent(EventKind.ASSISTANT_MESSAGE, {"text": "ok " * 300})])
+        client.summaries = [RULE_SUMMARY]
+        manual = runtime.compact(session_id)
+        assert manual.outcome is Outcome.ACCEPTED and manual.producer == "llm", manual.reason
+        assert runtime.inspect(session_id).to_json()["breaker"]["state"] == "closed"
+
+
+def test_the_breaker_is_keyed_by_workspace_and_session(tmp_path: Path, workdir: Path) -> None:
+    """K-11: failures recorded in another workspace do not count here."""
+    client = ScriptedClient(summaries=["nonsense"] * 6)
+    with runtime_with(tmp_path, workdir, client) as runtime:
+        session_id = long_session(runtime, turns=4)
+        session = runtime.open_session(session_id)
+        for turn in range(3):
+            runtime.store.append(session_id, [NewEvent(EventKind.USER_MESSAGE, {"text": f"q{turn} " * 300})])
+            runtime.compaction.compact(session_id, session.route, Trigger.BUDGET)
+        assert runtime.compaction.breaker(session_id).open
+        other = tmp_path / "elsewhere"
+        other.mkdir()
+        runtime.store._sql.execute_sql(
+            "UPDATE session SET workspace = ? WHERE id = ?", (str(other), session_id)
+        )
+        assert not runtime.compaction.breaker(session_id).open
+        assert runtime.compaction.breaker(session_id).failures == 0
+
+
+# -- the compaction hook (K-7) ---------------------------------------------------------------------
+
+
+def hook_script(tmp_path: Path, body: str) -> str:
+    script = tmp_path / "hook.py"
+    script.write_text("import json, sys\nfacts = json.load(sys.stdin)\n" + body, encoding="utf-8")
+    return f"{sys.executable} {script}"
+
+
+def test_a_hook_that_vetoes_blocks_cleanly(tmp_path: Path, workdir: Path) -> None:
+    """K-7: the hook's veto keeps the context: no checkpoint, no fallback faked, no model asked;
+    the reason is its first output line, without terminal escapes."""
+    client = ScriptedClient()
+    hook = hook_script(tmp_path, "print('\\x1b[31mno compaction during the deploy\\x1b[0m')\nsys.exit(3)\n")
+    with runtime_with(tmp_path, workdir, client, hook=hook) as runtime:
+        session_id = long_session(runtime, turns=4)
+        session = runtime.open_session(session_id)
+        result = runtime.compaction.compact(session_id, session.route, Trigger.BUDGET)
+        assert result.outcome is Outcome.BLOCKED
+        assert result.reason == "the compaction hook blocked it: no compaction during the deploy"
+        assert client.summary_requests == [] and runtime.compiler.checkpoint_state(session_id).current is None
+        last = diagnostics(runtime, session_id)[-1]
+        assert last["outcome"] == "blocked" and not last["summariser_failed"]
+
+
+def test_a_hook_that_allows_gets_the_facts(tmp_path: Path, workdir: Path) -> None:
+    seen = tmp_path / "facts.json"
+    hook = hook_script(tmp_path, f"open({str(seen)!r}, 'w').write(json.dumps(facts))\n")
+    with runtime_with(tmp_path, workdir, ScriptedClient(summaries=[RULE_SUMMARY]), hook=hook) as runtime:
+        session_id = long_session(runtime, turns=4)
+        assert runtime.compact(session_id).outcome is Outcome.ACCEPTED
+        facts = json.loads(seen.read_text())
+        assert facts["session"] == session_id and facts["trigger"] == "manual"
+        assert facts["through_seq"] > facts["from_seq"] >= 1
+
+
+def test_a_broken_or_slow_hook_blocks(tmp_path: Path, workdir: Path) -> None:
+    """K-7: a gate that cannot run stays closed, and says why."""
+    with runtime_with(tmp_path, workdir, ScriptedClient(), hook="/no/such/hook --x") as runtime:
+        session_id = long_session(runtime, turns=3)
+        result = runtime.compact(session_id)
+        assert result.outcome is Outcome.BLOCKED and "could not run" in result.reason
+    slow = hook_script(tmp_path, "import time\ntime.sleep(5)\n")
+    with runtime_with(tmp_path / "b", workdir, ScriptedClient(), hook=slow, hook_timeout=0.3) as runtime:
+        session_id = long_session(runtime, turns=3)
+        result = runtime.compact(session_id)
+        assert result.outcome is Outcome.BLOCKED and "did not answer within 0.3 s" in result.reason
+
+
+# -- a separate summary route ----------------------------------------------------------------------
+
+
+def test_summaries_go_to_the_summary_route_and_fall_back_to_the_session_route(
+    tmp_path: Path, workdir: Path
+) -> None:
+    """`[compaction] model`: summaries are asked there first; a failure there asks the session's
+    own route; the checkpoint names the model that wrote it."""
+    failing = ProviderError(ProviderFailure(kind=FailureKind.CONNECTION, detail="refused"))
+    client = ScriptedClient(summaries=[failing, RULE_SUMMARY])
+    with runtime_with(tmp_path, workdir, client, model="foya-sim/large") as runtime:
+        session_id = long_session(runtime, turns=4)
+        result = runtime.compact(session_id)
+        assert result.outcome is Outcome.ACCEPTED and result.checkpoint is not None
+        assert [r.route.model for r in client.summary_requests] == ["foya-sim/large", "foya-sim/small"]
+        assert result.checkpoint.model == "foya-sim/small"
+        first = diagnostics(runtime, session_id)[0]
+        assert first["model"] == "foya-sim/large" and first["summariser_failed"]
+    client = ScriptedClient(summaries=[RULE_SUMMARY])
+    with runtime_with(tmp_path / "ok", workdir, client, model="foya-sim/large") as runtime:
+        session_id = long_session(runtime, turns=4)
+        result = runtime.compact(session_id)
+        assert result.checkpoint is not None and result.checkpoint.model == "foya-sim/large"
+        assert [r.route.model for r in client.summary_requests] == ["foya-sim/large"]
+
+
+# -- reactive recovery (K-6) -----------------------------------------------------------------------
+
+
+class OverflowingClient(ScriptedClient):
+    """Streams from a script in which an Exception is raised and ("partial", error) streams some
+    text and then fails, as a provider that rejects the context mid-reply."""
+
+    def __init__(self, *steps: Any, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.script = list(steps)
+
+    def stream(self, request: ProviderRequest, cancel: CancelToken) -> Iterator[StreamEvent]:
+        self.requests.append(request)
+        step = self.script.pop(0) if self.script else "done"
+        if isinstance(step, Exception):
+            raise step
+        if isinstance(step, tuple) and step and step[0] == "partial":
+            yield TextDelta("Here is the first part")
+            raise step[1]
+        if isinstance(step, str):
+            yield TextDelta(step)
+            yield StreamFinished(text=step, reasoning="", tool_calls=(), finish_reason="stop", usage=None)
+            return
+        yield StreamFinished(text="", reasoning="", tool_calls=step, finish_reason="tool_calls", usage=None)
+
+
+def read(call_id: str) -> tuple[ToolCall, ...]:
+    return (ToolCall(call_id, "list_dir", json.dumps({"path": "."})),)
+
+
+def run_turn(runtime: Runtime, session_id: str, text: str) -> list[Any]:
+    return list(runtime.open_session(session_id).send(text))
+
+
+def test_reactive_recovery_once_per_successful_provider_boundary(tmp_path: Path, workdir: Path) -> None:
+    """K-6: an overflow before any output compacts once and retries; after replies that arrived
+    whole, a later overflow in the same turn may recover again."""
+    client = OverflowingClient(OVERFLOW, read("a"), read("b"), OVERFLOW, "done")
+    with runtime_with(tmp_path, workdir, client, mid_turn_min_steps=2) as runtime:
+        session_id = long_session(runtime, turns=6)
+        updates = run_turn(runtime, session_id, "continue the work")
+        finished = [u.report for u in updates if isinstance(u, CompactionFinished)]
+        assert [(r["trigger"], r["outcome"]) for r in finished] == [("provider", "accepted")] * 2
+        assert isinstance(updates[-1], TurnFinished)
+
+
+def test_two_overflows_without_a_reply_between_them_recover_once(tmp_path: Path, workdir: Path) -> None:
+    """K-6: no second recovery before a provider boundary: the turn fails, no loop."""
+    client = OverflowingClient(OVERFLOW, OVERFLOW, "never reached")
+    with runtime_with(tmp_path, workdir, client) as runtime:
+        session_id = long_session(runtime, turns=6)
+        updates = run_turn(runtime, session_id, "continue the work")
+        finished = [u for u in updates if isinstance(u, CompactionFinished)]
+        assert len(finished) == 1
+        failed = updates[-1]
+        assert isinstance(failed, TurnFailed) and failed.kind == "input_overflow"
+        assert len(client.requests) == 2
+
+
+def test_an_overflow_after_output_started_fails_closed(tmp_path: Path, workdir: Path) -> None:
+    """K-6: after content was delivered nothing is replayed or compacted; the message says so and
+    the partial reply stays in history."""
+    client = OverflowingClient(("partial", OVERFLOW))
+    with runtime_with(tmp_path, workdir, client) as runtime:
+        session_id = long_session(runtime, turns=3)
+        updates = run_turn(runtime, session_id, "go on")
+        assert not any(isinstance(u, CompactionFinished) for u in updates)
+        failed = updates[-1]
+        assert isinstance(failed, TurnFailed) and "already started" in failed.reason
+        assert "K-6" in failed.reason
+        kinds = [e.kind for e in runtime.store.events(session_id)]
+        assert kinds[-1] is EventKind.ASSISTANT_MESSAGE and EventKind.COMPACTION_DIAGNOSTIC not in kinds
+
+
+def test_a_blocked_hook_fails_the_reactive_path_and_keeps_the_context(tmp_path: Path, workdir: Path) -> None:
+    """K-7: the provider overflowed, the hook vetoes the compaction: the turn fails with the hook's
+    reason, nothing is compacted and no fallback is made."""
+    hook = hook_script(tmp_path, "print('frozen for review')\nsys.exit(1)\n")
+    client = OverflowingClient(OVERFLOW)
+    with runtime_with(tmp_path, workdir, client, hook=hook) as runtime:
+        session_id = long_session(runtime, turns=3)
+        updates = run_turn(runtime, session_id, "go on")
+        failed = updates[-1]
+        assert isinstance(failed, TurnFailed) and "frozen for review" in failed.reason
+        assert runtime.compiler.checkpoint_state(session_id).current is None
+        assert not any(isinstance(u, TurnFinished) for u in updates)
+
+
+def _sizes(requests: Sequence[ProviderRequest]) -> list[int]:
+    return [len(json.dumps(list(r.messages))) for r in requests]
+
+
+def test_completion_repairs_count_toward_three_attempts(tmp_path: Path, workdir: Path) -> None:
+    """K-8: overflow, smaller retry rejected, its repair rejected: three attempts, then the failure."""
+    client = ScriptedClient(summaries=[OVERFLOW, "nonsense", Completion("still nonsense", "stop", None)])
+    with runtime_with(tmp_path, workdir, client, fallback=False) as runtime:
+        session_id = long_session(runtime, turns=4)
+        session = runtime.open_session(session_id)
+        result = runtime.compaction.compact(session_id, session.route, Trigger.BUDGET)
+        assert result.outcome is Outcome.FAILED and result.requests == 3
+        assert _sizes(client.summary_requests)[1] < _sizes(client.summary_requests)[0]
