@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from foya_tui.runtime.compaction.acceptance import effect_gate_problems
+from foya_tui.runtime.compaction.checkpoint import Phase
 from foya_tui.runtime.compaction.failures import Outcome, Trigger
 from foya_tui.runtime.compaction.summary import REREADABLE_OMITTED, summary_problems
 from foya_tui.runtime.model import EventKind, NewEvent, ToolCall
@@ -412,3 +413,30 @@ def test_completion_repairs_count_toward_three_attempts(tmp_path: Path, workdir:
         result = runtime.compaction.compact(session_id, session.route, Trigger.BUDGET)
         assert result.outcome is Outcome.FAILED and result.requests == 3
         assert _sizes(client.summary_requests)[1] < _sizes(client.summary_requests)[0]
+
+
+def test_a_mid_turn_fallback_keeps_the_active_task_before_its_steps(tmp_path: Path, workdir: Path) -> None:
+    """K-10, K-12, C-3: when the fallback covers the anchor, the user's request is kept verbatim in
+    its place — once, before the steps kept after it — never re-inserted after them."""
+    steps = []
+    for n in range(8):
+        call = {"id": f"s{n}", "type": "function", "function": {"name": "read_file", "arguments": "{}"}}
+        steps += [
+            {"role": "assistant", "content": None, "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": f"s{n}", "content": f"step {n} " + "x " * 400},
+        ]
+    with runtime_with(tmp_path, workdir, ScriptedClient()) as runtime:
+        request = {"role": "user", "content": "explore every module and report"}
+        session_id = import_session(runtime, [*tool_turn(1), request, *steps])
+        session = runtime.open_session(session_id)
+        result = runtime.compaction.compact(
+            session_id, session.route, Trigger.BUDGET, phase=Phase.MID_TURN, use_model=False
+        )
+        assert result.outcome is Outcome.ACCEPTED, result.reason
+        messages = list(runtime.context(session_id).messages)
+        positions = [i for i, m in enumerate(messages) if m.get("content") == request["content"]]
+        # system, checkpoint message, then the request, then the steps the fallback kept
+        assert positions == [2]
+        assert result.checkpoint is not None and len(result.checkpoint.kept_messages) > 2
+        assert messages[3]["role"] == "assistant"
+        assert projection_is_well_formed(messages[positions[0] + 1 :])

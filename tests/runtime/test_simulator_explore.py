@@ -22,10 +22,10 @@ from foya_tui.runtime.providers.litellm_client import LiteLLMClient
 from foya_tui.runtime.providers.routes import make_route
 from foya_tui.runtime.providers.simulator import (
     EXPLORE_GREP_PATTERN,
-    HANDOFF_PREFIX,
     Simulator,
     explored_steps,
 )
+from foya_tui.runtime.providers.summary_format import HANDOFF_MARKER
 from foya_tui.runtime.runtime import Runtime
 from foya_tui.runtime.updates import TurnFinished
 from foya_tui.settings import Settings
@@ -33,7 +33,7 @@ from tests.conftest import FIXED_NOW, make_paths
 
 LARGE = "foya-sim/large"
 SYSTEM = {"role": "system", "content": "You are Foya."}
-REMINDER = {"role": "user", "content": f"{HANDOFF_PREFIX} Record your execution frontier; explore 99 steps."}
+REMINDER = {"role": "user", "content": f"{HANDOFF_MARKER} Record your execution frontier; explore 99 steps."}
 TOOLS = tuple(
     {"type": "function", "function": {"name": name, "description": name, "parameters": {"type": "object"}}}
     for name in ("read_file", "list_dir", "grep", "write_file")

@@ -18,7 +18,6 @@ from foya_tui.runtime.providers.litellm_client import LiteLLMClient
 from foya_tui.runtime.providers.routes import make_route
 from foya_tui.runtime.providers.simulator import (
     FAULTS_ENV,
-    HANDOFF_PREFIX,
     NATIVE_INVALID_TEXT,
     NATIVE_STATE_FORMAT,
     NATIVE_SUMMARY_CHARS,
@@ -27,6 +26,7 @@ from foya_tui.runtime.providers.simulator import (
     SimulatorFault,
     native_state_of,
 )
+from foya_tui.runtime.providers.summary_format import HANDOFF_MARKER
 from foya_tui.settings import Settings
 from tests.runtime.test_simulator_summary import compaction_messages
 
@@ -156,10 +156,10 @@ def test_native_compaction_is_deterministic_and_also_streams() -> None:
 def test_the_hidden_reminder_is_no_request_in_the_state() -> None:
     messages = [
         {"role": "user", "content": "refactor the parser"},
-        {"role": "user", "content": f"{HANDOFF_PREFIX} record your execution frontier"},
+        {"role": "user", "content": f"{HANDOFF_MARKER} record your execution frontier"},
     ]
     summary = native_state_of(NATIVE, messages)["summary"]
-    assert "refactor the parser" in summary and HANDOFF_PREFIX not in summary
+    assert "refactor the parser" in summary and HANDOFF_MARKER not in summary
 
 
 def test_a_state_compacted_again_keeps_the_earlier_summary_first() -> None:

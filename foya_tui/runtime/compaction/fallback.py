@@ -139,12 +139,23 @@ def fallback_summary(
             head.append("Earlier summary (absorbed into this segment):\n" + previous)
             used += counter.count(previous) + 8
 
-    # The newest units first, whole; the one at the boundary may be capped; then stop.
+    # The active task itself, when this checkpoint covers it (mid_turn): kept verbatim ahead of the
+    # steps, in its place in time, so the compiler does not re-insert it after them (SPEC C-3).
     units = list(plan.units)
+    anchor_unit = next(
+        (i for i, unit in enumerate(units) if active_task is not None and unit.first_seq == active_task.seq),
+        None,
+    )
+    anchor_kept: list[dict[str, Any]] = []
+    if anchor_unit is not None and active_task is not None:
+        anchor_kept = [_kept_form(active_task, None)]
+        used += TOKENS_PER_MESSAGE + counter.count(message_text(anchor_kept[0]))
+    # The newest units first, whole; the one at the boundary may be capped; then stop.
     kept: list[list[dict[str, Any]]] = []
     kept_count = 0
     index = len(units) - 1
-    while index >= 0:
+    stop = anchor_unit if anchor_unit is not None else -1
+    while index > stop:
         unit = units[index]
         messages = [_kept_form(entries[i], None) for i in range(unit.first, unit.last + 1)]
         tokens = sum(TOKENS_PER_MESSAGE + counter.count(message_text(m)) for m in messages)
@@ -166,17 +177,21 @@ def fallback_summary(
                 index -= 1
         break
     listed: list[str] = []
-    for unit in reversed(units[: index + 1]):
-        line = _line(entries, unit)
+    for position in range(index, -1, -1):
+        if position == anchor_unit:
+            continue
+        line = _line(entries, units[position])
         tokens = counter.count(line) + 1
         if used + tokens > budget_tokens:
             break
         listed.append(line)
         used += tokens
-    omitted = index + 1 - len(listed)
+    omitted = index + 1 - len(listed) - (1 if anchor_unit is not None else 0)
     progress = list(reversed(listed))
     if omitted:
         progress.insert(0, f"- ({omitted} older step(s) not listed; history_search finds them)")
     text = "\n".join(head + progress + tail)
-    kept_messages = tuple(message for unit_messages in reversed(kept) for message in unit_messages)
+    kept_messages = tuple(anchor_kept) + tuple(
+        message for unit_messages in reversed(kept) for message in unit_messages
+    )
     return FallbackResult(text, kept_messages, kept_count, len(listed), omitted)

@@ -16,9 +16,9 @@ from typing import Any
 
 from foya_tui.runtime.context.budget import Verdict
 from foya_tui.runtime.model import Event, EventKind, NewEvent
+from foya_tui.runtime.providers.summary_format import HANDOFF_MARKER
 
 HANDOFF_VERSION = 1
-HANDOFF_MARKER = "[foya:handoff v1]"
 MAX_TEXT_CHARS = 4_000
 NO_EPOCH = "none"
 """The epoch before any checkpoint (and after a rewind voids them all: SPEC P-6)."""

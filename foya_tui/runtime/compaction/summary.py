@@ -17,6 +17,7 @@ from foya_tui.runtime.compaction.ledger import Ledger
 from foya_tui.runtime.history import LogEntry
 from foya_tui.runtime.model import Role
 from foya_tui.runtime.providers.summary_format import (
+    CHECKPOINT_MESSAGE_PREFIX,
     COMPACTION_MARKER,
     IMAGE_PLACEHOLDER,
     MUST_MENTION_DIRECTIVE,
@@ -273,7 +274,7 @@ def checkpoint_message_text(
     first = segments[0][0] if segments else 1
     last = segments[-1][1] if segments else 0
     parts = [
-        f"[Checkpoint {checkpoint_id[:12]}: a summary of {covered:,} earlier messages "
+        f"{CHECKPOINT_MESSAGE_PREFIX}{checkpoint_id[:12]}: a summary of {covered:,} earlier messages "
         f"(events {first}–{last}). "
         "Canonical history keeps every event; this summary replaces them in your context.]"
     ]

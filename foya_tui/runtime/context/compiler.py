@@ -1049,8 +1049,9 @@ class ContextCompiler:
             head += messages
             if checkpoint.projection_kind is ProjectionKind.NATIVE:
                 native_tokens = state.native_tokens(checkpoint, counter)
-            # mid_turn and standalone cover the anchor: it is re-inserted verbatim (SPEC C-3).
-            reinsert_anchor = anchor < start
+            # mid_turn and standalone cover the anchor: it is re-inserted verbatim (SPEC C-3), unless
+            # the checkpoint keeps it itself, in its place before the kept steps (the fallback, K-10).
+            reinsert_anchor = anchor < start and entries[anchor].openai not in checkpoint.kept_messages
         # Images are materialised per request: few entries, each replaced and re-counted.
         images, image_deltas = self._materialise(
             state,

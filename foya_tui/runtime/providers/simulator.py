@@ -58,7 +58,9 @@ from foya_tui.runtime.context.tokens import TokenCounter, count_messages, count_
 from foya_tui.runtime.model import ToolCall
 from foya_tui.runtime.providers.catalog import SIMULATOR_MODELS
 from foya_tui.runtime.providers.summary_format import (
+    CHECKPOINT_MESSAGE_PREFIX,
     COMPACTION_MARKER,
+    HANDOFF_MARKER,
     MUST_MENTION_TAG,
     PREVIOUS_SUMMARY_TAG,
     REPAIR_TAG,
@@ -79,10 +81,6 @@ NATIVE_SUMMARY_CHARS = 1_200
 """A native state's summary never exceeds this many characters, however long its input."""
 NATIVE_INVALID_TEXT = "Compacted context follows: requests, tools and files (this is not JSON)."
 """What the `native-invalid` knob answers instead of a state."""
-HANDOFF_PREFIX = "[foya:handoff v1]"
-"""How the hidden continuation reminder (SPEC K-1) begins: never the user's request."""
-CHECKPOINT_PREFIX = "[Checkpoint "
-"""How a checkpoint's message begins (`compaction/summary.py`): it stands for history, not a request."""
 EXPLORE_CALL_PREFIX = "sim_explore_"
 EXPLORE_MAX_STEPS = 10_000
 EXPLORE_MAX_FILES = 2_000
@@ -469,11 +467,11 @@ def _tool_names(tools: Sequence[Mapping[str, Any]]) -> frozenset[str]:
 
 def is_handoff(message: Mapping[str, Any]) -> bool:
     """Whether a message is the hidden continuation reminder (SPEC K-1)."""
-    return message.get("role") == "user" and _text_of(message).lstrip().startswith(HANDOFF_PREFIX)
+    return message.get("role") == "user" and _text_of(message).lstrip().startswith(HANDOFF_MARKER)
 
 
 def _is_checkpoint(message: Mapping[str, Any]) -> bool:
-    return message.get("role") == "user" and _text_of(message).lstrip().startswith(CHECKPOINT_PREFIX)
+    return message.get("role") == "user" and _text_of(message).lstrip().startswith(CHECKPOINT_MESSAGE_PREFIX)
 
 
 def request_index(messages: Sequence[Mapping[str, Any]]) -> int | None:

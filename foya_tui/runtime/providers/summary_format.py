@@ -48,6 +48,13 @@ SECTION_HEADINGS = tuple(f"## {title}" for title in SECTION_TITLES)
 IMAGE_PLACEHOLDER = "[image omitted from the summary input]"
 """What the summariser sees instead of image bytes (SPEC K-13)."""
 
+HANDOFF_MARKER = "[foya:handoff v1]"
+"""How the hidden continuation reminder (SPEC K-1) begins: a control message, never the user's
+request (the simulator reads it so; `compaction/handoff.py` writes and checks it)."""
+
+CHECKPOINT_MESSAGE_PREFIX = "[Checkpoint "
+"""How a checkpoint's message begins (`compaction/summary.py`): it stands for history, not a request."""
+
 TRANSCRIPT_TAG = "transcript"
 PREVIOUS_SUMMARY_TAG = "previous-summary"
 MUST_MENTION_TAG = "must-mention"
