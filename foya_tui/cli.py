@@ -77,6 +77,11 @@ def build_parser() -> argparse.ArgumentParser:
     compact.add_argument("session", metavar="SESSION")
     compact.add_argument("--model", dest="sub_model", metavar="M", help="summarise on this model's route")
     compact.add_argument("--json", action="store_true", help="print JSON")
+    compact.add_argument(
+        "--fallback",
+        action="store_true",
+        help="make the deterministic fallback checkpoint, without asking any model (SPEC K-10)",
+    )
 
     inspect = commands.add_parser("inspect", help="checkpoints, segments, diagnostics, fingerprints")
     inspect.add_argument("session", metavar="SESSION")
@@ -284,7 +289,12 @@ def _cmd_compact(args: argparse.Namespace) -> int:
             progress = lambda stage, detail: print(  # noqa: E731 - one line, only here
                 f"foya: {stage}{' ' + detail if detail else ''}…", file=sys.stderr
             )
-        result = runtime.compact(args.session, runtime.route_for(model) if model else None, progress=progress)
+        result = runtime.compact(
+            args.session,
+            runtime.route_for(model) if model else None,
+            progress=progress,
+            use_model=not args.fallback,
+        )
     report = result.report()
     if args.json:
         _print_json(report)
@@ -323,6 +333,11 @@ def format_inspect(report: dict) -> str:
             f"  through seq {checkpoint['through_seq']}  {checkpoint['tokens_before']:,} → "
             f"{checkpoint['tokens_after']:,} tokens  {checkpoint['producer']}  {checkpoint['model']}"
         )
+        if checkpoint["native_state_bytes"] is not None:
+            size = checkpoint["native_state_bytes"]
+            lines.append(f"      native state {size:,} bytes, bound to this checkpoint's model")
+        if checkpoint["kept_messages"]:
+            lines.append(f"      {checkpoint['kept_messages']} message(s) kept verbatim")
         for segment in checkpoint["segments"]:
             lines.append(
                 f"      seg {segment['index']}  seq {segment['from_seq']}–{segment['through_seq']}"
@@ -337,8 +352,18 @@ def format_inspect(report: dict) -> str:
         sizes = f"{diagnostic['tokens_before']:,}" + (f" → {after:,}" if after is not None else "")
         lines.append(
             f"  seq {diagnostic['seq']}  {diagnostic['trigger']}  {diagnostic['phase'] or '-'}"
-            f"  {diagnostic['outcome']}  {sizes}  {diagnostic['reason']}"
+            f"  {diagnostic.get('producer') or '-'}  {diagnostic['outcome']}  {sizes}  {diagnostic['reason']}"
         )
+    breaker = report.get("breaker")
+    if breaker is not None:
+        state = (
+            f"open after {breaker['failures']} consecutive summariser failures: automatic compactions "
+            "use the deterministic fallback; a manual compaction tries the summariser again"
+            if breaker["state"] == "open"
+            else f"closed ({breaker['failures']} of {breaker['threshold']} consecutive failures)"
+        )
+        lines += ["", f"circuit breaker: {state}"]
+        lines += [f"  {reason}" for reason in breaker["reasons"]]
     lines += ["", "fingerprints:"]
     lines += [f"  {f['fingerprint'][:12]}  {f['reason']}" for f in report["fingerprints"]] or ["  (none)"]
     lines += ["", "accepted boundaries:"]

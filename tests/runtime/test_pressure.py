@@ -440,3 +440,22 @@ def test_a_mid_turn_fallback_keeps_the_active_task_before_its_steps(tmp_path: Pa
         assert result.checkpoint is not None and len(result.checkpoint.kept_messages) > 2
         assert messages[3]["role"] == "assistant"
         assert projection_is_well_formed(messages[positions[0] + 1 :])
+
+
+def test_cli_compact_fallback_and_inspect_show_producer_and_breaker(
+    tmp_path: Path, workdir: Path, capsys: Any
+) -> None:
+    """`foya compact --fallback` asks no model; `foya inspect` names the producer, the kept
+    messages and the circuit breaker (K-10, K-11)."""
+    from foya_tui.cli import main
+
+    with runtime_with(tmp_path, workdir, ScriptedClient()) as runtime:
+        session_id = long_session(runtime, turns=6)
+        database = str(runtime.store.path)
+    assert main(["--db", database, "compact", session_id, "--fallback", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["outcome"] == "accepted" and report["producer"] == "fallback" and report["requests"] == 0
+    assert main(["--db", database, "inspect", session_id]) == 0
+    text = capsys.readouterr().out
+    assert "fallback" in text and "kept verbatim" in text
+    assert "circuit breaker: closed (0 of 3 consecutive failures)" in text
