@@ -142,9 +142,12 @@ def test_after_a_mid_turn_compaction_it_continues_from_the_latest_visible_step(p
     (next_call,) = simulator.reply(LARGE, compacted, TOOLS).tool_calls
     assert next_call.id == "sim_explore_8"
     assert next_call == simulator.reply(LARGE, messages, TOOLS).tool_calls[0]
-    # A fallback checkpoint keeps the newest units *before* the re-inserted request (K-10).
-    fallback = [SYSTEM, checkpoint(), *messages[-4:], messages[1]]
+    # A fallback checkpoint keeps the request in its place before the newest units (K-10).
+    fallback = [SYSTEM, checkpoint(), messages[1], *messages[-4:]]
     assert simulator.reply(LARGE, fallback, TOOLS).tool_calls[0].id == "sim_explore_8"
+    # Steps of an earlier turn before a new request are not this request's: it starts at 1.
+    later = [SYSTEM, checkpoint(), *messages[-4:], {"role": "user", "content": "explore 3 steps"}]
+    assert simulator.reply(LARGE, later, TOOLS).tool_calls[0].id == "sim_explore_1"
 
 
 def test_the_checkpoint_message_is_never_the_request(project: Path) -> None:

@@ -627,23 +627,16 @@ def _explore_id(value: Any) -> int:
 
 
 def explored_steps(messages: Sequence[Mapping[str, Any]]) -> int:
-    """The highest exploration step the request shows for the current request.
+    """The highest exploration step the request shows for the current request: the ids after it.
 
-    The ids after the request count, and so do those between the latest checkpoint message and
-    the request: a fallback checkpoint keeps the newest units of a mid-turn prefix before the
-    re-inserted request (SPEC C-3, K-10). Ids of an earlier turn that no checkpoint stands
-    between are not this request's: a new exploration then starts at 1.
+    A checkpoint that covers the request keeps it before its steps (re-inserted, or kept in place
+    by the fallback: SPEC C-3, K-10), so ids before the request are always an earlier turn's.
     """
     index = request_index(messages)
     if index is None:
         return 0
-    start = index + 1
-    for earlier in range(index - 1, -1, -1):
-        if _is_checkpoint(messages[earlier]):
-            start = earlier + 1
-            break
     highest = 0
-    for message in messages[start:]:
+    for message in messages[index + 1 :]:
         highest = max(highest, _explore_id(message.get("tool_call_id")))
         for call in message.get("tool_calls") or ():
             highest = max(highest, _explore_id(call.get("id")))
