@@ -225,10 +225,10 @@ class Session:
             if cancel.cancelled:
                 yield TurnFailed(self.id, "cancelled by the user", "cancelled")
                 return None
-            if not result.accepted:
+            # Nothing to compact yet is no failure: the next completed step may give it something.
+            if not result.accepted and result.outcome is not Outcome.NOTHING_TO_COMPACT:
                 self._budget_compaction_blocked = True
-                if result.outcome is not Outcome.NOTHING_TO_COMPACT:
-                    plans = []  # K-2: a failed compaction leaves no half-updated state
+                plans = []  # K-2: a failed compaction leaves no half-updated state
         if plans:
             covered = self._compiler.checkpoint_state(self.id)
             through = (

@@ -14,6 +14,7 @@ from typing import Any
 from foya_tui.runtime.compaction.acceptance import effect_gate_problems
 from foya_tui.runtime.compaction.checkpoint import Phase
 from foya_tui.runtime.compaction.failures import Outcome, Trigger
+from foya_tui.runtime.compaction.planner import NothingToCompact, plan_compaction
 from foya_tui.runtime.compaction.summary import REREADABLE_OMITTED, summary_problems
 from foya_tui.runtime.model import EventKind, NewEvent, ToolCall
 from foya_tui.runtime.providers.client import (
@@ -459,3 +460,40 @@ def test_cli_compact_fallback_and_inspect_show_producer_and_breaker(
     text = capsys.readouterr().out
     assert "fallback" in text and "kept verbatim" in text
     assert "circuit breaker: closed (0 of 3 consecutive failures)" in text
+
+
+def test_a_turn_of_large_steps_compacts_mid_turn_below_the_preferred_step_count(
+    tmp_path: Path, workdir: Path
+) -> None:
+    """C-3 under pressure: with everything before the anchor covered, two complete steps after it
+    are enough for a mid-turn checkpoint (the earlier step is covered, the latest kept)."""
+    with runtime_with(tmp_path, workdir, ScriptedClient()) as runtime:
+        steps = []
+        for n in range(2):
+            call = {"id": f"p{n}", "type": "function", "function": {"name": "read_file", "arguments": "{}"}}
+            steps += [
+                {"role": "assistant", "content": None, "tool_calls": [call]},
+                {"role": "tool", "tool_call_id": f"p{n}", "content": "data " * 500},
+            ]
+        session_id = import_session(runtime, [{"role": "user", "content": "read both"}, *steps])
+        snapshot = runtime.compiler.snapshot(session_id)
+        plan = plan_compaction(
+            snapshot.entries,
+            open_group_seq=None,
+            anchor_index=snapshot.anchor_index,
+            covered_through=0,
+            phase=None,
+            mid_turn_min_steps=3,
+        )
+        assert not isinstance(plan, NothingToCompact) and plan.phase is Phase.MID_TURN
+        assert [unit.first_seq for unit in plan.units] == [1, 2]
+        # asked for explicitly, mid_turn still wants its configured number of steps
+        explicit = plan_compaction(
+            snapshot.entries,
+            open_group_seq=None,
+            anchor_index=snapshot.anchor_index,
+            covered_through=0,
+            phase=Phase.MID_TURN,
+            mid_turn_min_steps=3,
+        )
+        assert isinstance(explicit, NothingToCompact)

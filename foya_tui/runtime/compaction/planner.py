@@ -101,7 +101,9 @@ def plan_compaction(
     `phase` None lets the planner choose, as the budget and provider triggers do (SPEC C-2):
     mid_turn when at least `mid_turn_min_steps` complete steps follow the anchor, else pre_turn.
     The anchor is never summarised away from the model: pre_turn stops before it, mid_turn and
-    standalone re-insert it verbatim. The latest complete work step always stays verbatim.
+    standalone re-insert it verbatim. The latest complete work step always stays verbatim. When
+    pre_turn would find nothing (all before the anchor is covered) but two or more steps follow the
+    anchor, mid_turn is chosen below `mid_turn_min_steps`: a turn of large steps must still shrink.
     """
     units = units_of(entries, open_group_seq)
     anchor_seq = (
@@ -111,18 +113,27 @@ def plan_compaction(
     after_anchor = [
         i for i, unit in enumerate(units) if unit.is_step and (anchor_unit is None or i > anchor_unit)
     ]
+    min_steps = mid_turn_min_steps
     if phase is None:
         phase = Phase.MID_TURN if len(after_anchor) >= mid_turn_min_steps else Phase.PRE_TURN
         if phase is Phase.PRE_TURN and anchor_unit is None:
             phase = Phase.STANDALONE
+        # Under pressure with everything before the anchor already covered, a turn of large steps
+        # still has its earlier steps to give: mid_turn as soon as one step precedes the latest.
+        if (
+            phase is Phase.PRE_TURN
+            and len(after_anchor) >= 2
+            and all(unit.first_seq <= covered_through for unit in units[:anchor_unit])
+        ):
+            phase, min_steps = Phase.MID_TURN, 2
     if phase is Phase.PRE_TURN:
         if anchor_unit is None:
             return NothingToCompact("there is no user message to keep as the anchor")
         last = anchor_unit - 1
     else:
-        if phase is Phase.MID_TURN and len(after_anchor) < mid_turn_min_steps:
+        if phase is Phase.MID_TURN and len(after_anchor) < min_steps:
             return NothingToCompact(
-                f"mid_turn needs {mid_turn_min_steps} complete steps after the anchor; "
+                f"mid_turn needs {min_steps} complete steps after the anchor; "
                 f"there are {len(after_anchor)}"
             )
         # Everything before the latest complete work step (which stays verbatim: SPEC C-3).

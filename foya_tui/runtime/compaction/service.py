@@ -20,7 +20,7 @@ makes the checkpoint without a model.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -70,13 +70,15 @@ from foya_tui.runtime.compaction.text import (
     SummaryFailed,
 )
 from foya_tui.runtime.context.budget import Budget
-from foya_tui.runtime.context.compiler import ContextCompiler, HistorySnapshot, RequestView
+from foya_tui.runtime.context.compiler import ContextCompiler, HistorySnapshot, MessageSequence, RequestView
 from foya_tui.runtime.context.tokens import TOKENS_PER_MESSAGE, TokenCounter, counter_for_model, message_text
 from foya_tui.runtime.history import LogEntry, valid_events
 from foya_tui.runtime.model import Event, EventKind, NewEvent, Role, Usage
 from foya_tui.runtime.providers.client import CancelToken
 from foya_tui.runtime.providers.routes import Route
+from foya_tui.runtime.providers.summary_format import HANDOFF_MARKER
 from foya_tui.runtime.store import CompactionStore, EventStore
+from foya_tui.runtime.text import content_text
 from foya_tui.settings import CompactionSettings
 
 ProgressCallback = Callable[[Stage, str], None]
@@ -771,20 +773,19 @@ class CompactionService:
         source = self._store.source_digest(session_id, plan.through_seq)
         attempt.requests.limit = 1
         attempt.report(Stage.SUMMARISING, "native")
-        first = plan.units[0].first
-        last = plan.units[-1].last
-        messages: list[Mapping[str, Any]] = [before.messages[0]]  # the system prompt
-        previous_state = None
-        if applicable is not None and applicable.projection_kind is ProjectionKind.NATIVE:
-            previous_state = applicable.native_state
-            messages.extend(applicable.kept_messages)
-        elif applicable is not None:
-            messages.append({"role": "user", "content": "\n\n".join(s.text for s in applicable.segments)})
-        messages.extend(
-            entry.openai
-            for entry in snapshot.entries[first : last + 1]
-            if not getattr(entry, "hidden", False)
-        )
+        # What the model sees of the covered prefix now (snipped, shortened, checkpoint applied);
+        # the state it compacts from comes with it, on its own route only.
+        # The hidden handoff reminder is a control message, never compaction input (K-1).
+        previous_state = before.native_state
+        assert isinstance(before.messages, MessageSequence)
+        messages = [
+            message
+            for message in before.messages.through(plan.through_seq)
+            if not (
+                message.get("role") == "user"
+                and content_text(message.get("content")).startswith(HANDOFF_MARKER)
+            )
+        ]
         try:
             native = self._native.compact(route, messages, previous_state, cancel, attempt.requests)
         except CompactionCancelled:

@@ -234,6 +234,13 @@ class MessageSequence(Sequence[Mapping[str, Any]]):
     def __len__(self) -> int:
         return len(self._head) + self._length + len(self._tail)
 
+    def through(self, seq: int) -> tuple[Mapping[str, Any], ...]:
+        """The request's messages up to the log entries of `seq` (its head included), in the form
+        this request sends them: what the model sees of that prefix (native compaction's input)."""
+        entries = self._body[self._start : self._start + self._length]
+        count = bisect.bisect_right(entries, seq, key=lambda entry: entry.seq)
+        return tuple(self._at(index) for index in range(len(self._head) + count))
+
     def _at(self, index: int) -> Mapping[str, Any]:
         if index < len(self._head):
             return self._head[index]

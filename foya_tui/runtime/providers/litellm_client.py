@@ -145,6 +145,12 @@ def _make_simulator_handler(litellm: ModuleType, simulator: Simulator) -> Any:
             ]
             for piece in pieces:
                 yield {"text": piece, "is_finished": False, "finish_reason": "", "usage": None, "index": 0}
+                if result.overflow_after_output:  # the `overflow-midstream` knob: text went out first
+                    raise litellm.ContextWindowExceededError(
+                        message="This model's maximum context length was exceeded (simulated, mid-reply)",
+                        model=full_model(model),
+                        llm_provider=SIMULATOR_PROTOCOL,
+                    )
             yield {
                 "text": "",
                 "is_finished": True,

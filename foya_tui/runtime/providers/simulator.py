@@ -74,7 +74,13 @@ from foya_tui.runtime.text import content_text
 FAULTS_ENV = "FOYA_SIM_FAULTS"
 SUMMARY_FAULT_NAMES = frozenset({"summary-truncated", "summary-sections", "summary-length"})
 NATIVE_FAULT_NAMES = frozenset({"native-invalid", "native-unsupported"})
-FAULT_NAMES = frozenset({"overflow", "429", "quota", "truncate"}) | SUMMARY_FAULT_NAMES | NATIVE_FAULT_NAMES
+CHAT_FAULT_NAMES = frozenset({"overflow-midstream"})
+FAULT_NAMES = (
+    frozenset({"overflow", "429", "quota", "truncate"})
+    | SUMMARY_FAULT_NAMES
+    | NATIVE_FAULT_NAMES
+    | CHAT_FAULT_NAMES
+)
 NATIVE_STATE_FORMAT = "foya-sim-native/1"
 """The `format` of the simulator's native state; a state of another format is refused."""
 NATIVE_SUMMARY_CHARS = 1_200
@@ -108,6 +114,10 @@ class SimulatedReply:
     prompt_tokens: int
     completion_tokens: int
     tool_calls: tuple[ToolCall, ...] = ()
+    overflow_after_output: bool = False
+    """The `overflow-midstream` knob: the stream delivers some text, then the provider rejects the
+    context (SPEC K-6: past the output boundary nothing may be replayed). It fires on a reply in
+    text, not on one that only calls tools."""
 
 
 @dataclass(frozen=True)
@@ -176,7 +186,9 @@ class Simulator:
                     return Path(match.group(1).strip())
         return Path.cwd()
 
-    def _take_fault(self, compaction: bool, native: bool = False) -> str | None:
+    def _take_fault(
+        self, compaction: bool, native: bool = False, only: frozenset[str] | None = None
+    ) -> str | None:
         """The fault to inject for this request, counting down `xN` budgets.
 
         `summary-*` faults are skipped unless this is a text compaction request and `native-*` faults
@@ -194,6 +206,11 @@ class Simulator:
                 if name in SUMMARY_FAULT_NAMES and not compaction:
                     continue
                 if name in NATIVE_FAULT_NAMES and not native:
+                    continue
+                # Chat-reply faults are asked for separately, once the reply is known to be text.
+                if (name in CHAT_FAULT_NAMES) != (only is not None) or (
+                    only is not None and name not in only
+                ):
                     continue
                 if times is None or self._fired[name] < times:
                     self._fired[name] += 1
@@ -272,6 +289,7 @@ class Simulator:
             finish_reason=finish_reason,
             prompt_tokens=prompt_tokens,
             completion_tokens=self.counter.count(text),
+            overflow_after_output=self._take_fault(False, only=CHAT_FAULT_NAMES) == "overflow-midstream",
         )
 
     def _summary_reply(
