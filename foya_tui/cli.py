@@ -140,6 +140,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from foya_tui.runtime.updates import (
         CompactionFinished,
         CompactionProgressed,
+        ContextSnipped,
+        HandoffRecorded,
         ReplyDelta,
         RetryScheduled,
         ToolCallFinished,
@@ -182,6 +184,14 @@ def _cmd_run(args: argparse.Namespace) -> int:
             elif isinstance(update, CompactionFinished):
                 report = update.report
                 print(f"foya: compaction {report['outcome']}: {report['reason']}", file=sys.stderr)
+            elif isinstance(update, ContextSnipped):
+                print(
+                    f"foya: {update.mode}: {update.results} old tool result(s) left the model's view "
+                    f"(−{update.tokens_saved:,} tokens; history keeps them)",
+                    file=sys.stderr,
+                )
+            elif isinstance(update, HandoffRecorded):
+                print("foya: handoff band: the model was asked to record where it stands", file=sys.stderr)
             if isinstance(update, TurnFinished):
                 status = EXIT_OK
         return status
