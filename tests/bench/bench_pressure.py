@@ -1,11 +1,12 @@
 """Provides a benchmark of the working-set pressure pipeline (SPEC K-1..K-11) on the offline
 simulator through LiteLLM: the issue's numbers, each beside a variant run in the same process.
 
-Run: `python tests/bench/bench_pressure.py [--steps 200] [--turns 4]`.
+Run: `python tests/bench/bench_pressure.py [--steps 50] [--turns 4]`.
 
-(a) The 200-step exploration on foya-sim/small (8K window): a first turn that states two rules,
-then `turns` turns of `explore N steps` over a project of real files. Reported: steps, compactions
-by trigger/outcome/producer, provider requests spent on compaction, snips and tokens they saved,
+(a) The 200-step exploration on foya-sim/small (8K window), and (a2) on foya-sim/large (32K): a
+first turn that states two rules, then `turns` turns of `explore N steps` over a project of real
+files. Reported: steps, compactions by trigger/outcome/producer, provider requests spent on
+compaction, snips and tokens they saved,
 handoff reminders, the peak request as a share of the window, overflows that reached the user,
 and how many of the first turn's rules are still verbatim in the final projection. Side by side:
 the same session with micro/snip switched off (every tool turn in the recent window), so the
@@ -33,9 +34,10 @@ from foya_tui.settings import CompactionSettings, Settings, ToolSettings
 from tests.fakes.exploration import RULES, ScenarioTally, exploration_project, explore, rules_in_projection
 
 
-def _runtime(root: Path, **compaction: Any) -> Runtime:
+def _runtime(root: Path, model: str = "foya-sim/small", **compaction: Any) -> Runtime:
     project = exploration_project(root / "project")
     settings = Settings(
+        model=model,
         retry_backoff=0.0,
         approval_mode="read-only",
         tools=ToolSettings(max_steps=80),
@@ -45,8 +47,10 @@ def _runtime(root: Path, **compaction: Any) -> Runtime:
     return Runtime(settings, paths, workdir=project)
 
 
-def _exploration(root: Path, turns: int, steps: int, **compaction: Any) -> tuple[ScenarioTally, int, float]:
-    with _runtime(root, **compaction) as runtime:
+def _exploration(
+    root: Path, turns: int, steps: int, model: str = "foya-sim/small", **compaction: Any
+) -> tuple[ScenarioTally, int, float]:
+    with _runtime(root, model, **compaction) as runtime:
         session = runtime.new_session()
         started = time.perf_counter()
         tally = explore(session, turns=turns, steps_per_turn=steps)
@@ -72,19 +76,20 @@ def _print_tally(label: str, tally: ScenarioTally, rules: int, elapsed: float) -
 
 
 def bench_exploration(turns: int, steps: int) -> None:
-    print(f"(a) {turns * steps} exploration steps on foya-sim/small (8,192 window)")
-    with tempfile.TemporaryDirectory() as folder:
-        full = _exploration(Path(folder) / "full", turns, steps)
-        no_snip = _exploration(Path(folder) / "nosnip", turns, steps, recent_tool_turns=1_000_000)
-    _print_tally("full pipeline (micro, snip, handoff, LLM compaction, fallback)", *full)
-    _print_tally("micro/snip off (every tool turn counts as recent)", *no_snip)
-    compactions = sum(full[0].compactions.values()), sum(no_snip[0].compactions.values())
-    requests = full[0].compaction_requests, no_snip[0].compaction_requests
-    print(
-        f"  ratio full / snip off: compactions {compactions[0]}/{compactions[1]} = "
-        f"{compactions[0] / max(1, compactions[1]):.2f}x, summary requests {requests[0]}/{requests[1]} = "
-        f"{requests[0] / max(1, requests[1]):.2f}x"
-    )
+    for label, model in (("(a)", "foya-sim/small"), ("(a2)", "foya-sim/large")):
+        print(f"{label} {turns * steps} exploration steps on {model}")
+        with tempfile.TemporaryDirectory() as folder:
+            full = _exploration(Path(folder) / "full", turns, steps, model)
+            no_snip = _exploration(Path(folder) / "nosnip", turns, steps, model, recent_tool_turns=1_000_000)
+        _print_tally("full pipeline (micro, snip, handoff, LLM compaction, fallback)", *full)
+        _print_tally("micro/snip off (every tool turn counts as recent)", *no_snip)
+        compactions = sum(full[0].compactions.values()), sum(no_snip[0].compactions.values())
+        requests = full[0].compaction_requests, no_snip[0].compaction_requests
+        print(
+            f"  ratio full / snip off: compactions {compactions[0]}/{compactions[1]} = "
+            f"{compactions[0] / max(1, compactions[1]):.2f}x, summary requests {requests[0]}/{requests[1]} = "
+            f"{requests[0] / max(1, requests[1]):.2f}x\n"
+        )
 
 
 def bench_breaker(steps: int) -> None:

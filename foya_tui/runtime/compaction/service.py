@@ -445,7 +445,7 @@ class CompactionService:
     ) -> Proposal:
         """The text compactor on one summary route, with C-13 back-off, K-9 gates and C-12."""
         session_id = snapshot.session_id
-        current = snapshot.checkpoint if snapshot.checkpoints is None else snapshot.checkpoints.current
+        current = snapshot.current
         budget = before.budget if summary_route == route else self._compiler.preview(summary_route).budget
         while True:
             plan = attempt.plan
@@ -503,7 +503,7 @@ class CompactionService:
     ) -> Proposal:
         """K-9's effect gates (for a model's result) and C-12's acceptance, measured on `route`."""
         attempt.report(Stage.VALIDATING)
-        current = snapshot.checkpoints.current if snapshot.checkpoints is not None else None
+        current = snapshot.current
         candidate = replace(candidate, tokens_before=attempt.tokens_before)
         after = self._compiler.compile(snapshot.session_id, route, candidate=candidate).layers.total
         candidate = replace(candidate, tokens_after=after).with_id()
@@ -641,7 +641,7 @@ class CompactionService:
     ) -> Checkpoint:
         """A text checkpoint made by the summariser on `route` (the summary route), building on the
         portable text checkpoint `base`; its lineage parent is the session's current checkpoint."""
-        current = snapshot.checkpoints.current if snapshot.checkpoints is not None else None
+        current = snapshot.current
         requests = attempt.requests
         counter = counter_for_model(route.model)
         limit = summary_input_limit(budget, self._settings.summary_max_tokens)
@@ -769,7 +769,7 @@ class CompactionService:
         _PathFailed (not a summariser failure), and the text compactor takes over."""
         assert self._native is not None
         session_id = snapshot.session_id
-        current = snapshot.checkpoints.current if snapshot.checkpoints is not None else None
+        current = snapshot.current
         source = self._store.source_digest(session_id, plan.through_seq)
         attempt.requests.limit = 1
         attempt.report(Stage.SUMMARISING, "native")
@@ -845,7 +845,7 @@ class CompactionService:
         acceptance as any candidate."""
         attempt.report(Stage.SUMMARISING, "fallback")
         session_id = snapshot.session_id
-        current = snapshot.checkpoints.current if snapshot.checkpoints is not None else None
+        current = snapshot.current
         counter = counter_for_model(route.model)
         source = self._store.source_digest(session_id, plan.through_seq)
         covered = self._covered_events(session_id, plan)

@@ -748,6 +748,11 @@ class HistorySnapshot:
     """The checkpoint the snapshot's route applies (SPEC R-2): the planner plans from what that
     route actually sees. Without a route, the current checkpoint."""
 
+    @property
+    def current(self) -> Checkpoint | None:
+        """The session's current checkpoint, whichever route applies it: a new one's parent."""
+        return self.checkpoints.current if self.checkpoints is not None else None
+
 
 def _checkpoint_summary(checkpoint: Checkpoint | None) -> dict[str, Any] | None:
     if checkpoint is None:
