@@ -27,8 +27,14 @@ from foya_tui.runtime.providers.client import (
 )
 from foya_tui.runtime.providers.errors import FailureKind, ProviderError, ProviderFailure
 from foya_tui.runtime.runtime import Runtime
-from foya_tui.runtime.updates import CompactionFinished, TurnFailed, TurnFinished
-from foya_tui.settings import CompactionSettings, Settings
+from foya_tui.runtime.updates import (
+    CompactionFinished,
+    ContextSnipped,
+    HandoffRecorded,
+    TurnFailed,
+    TurnFinished,
+)
+from foya_tui.settings import CompactionSettings, ModelSettings, Settings
 from tests.conftest import FIXED_NOW, make_paths
 from tests.fakes.scripted import GENERIC_SUMMARY, ScriptedClient
 from tests.runtime.test_compaction import import_session, projection_is_well_formed, tool_turn
@@ -497,3 +503,25 @@ def test_a_turn_of_large_steps_compacts_mid_turn_below_the_preferred_step_count(
             mid_turn_min_steps=3,
         )
         assert isinstance(explicit, NothingToCompact)
+
+
+def test_with_an_unknown_token_snapshot_snip_runs_but_no_handoff_or_llm_compaction(
+    tmp_path: Path, workdir: Path
+) -> None:
+    """K-5: the window is unknown and no usage was measured yet: the 80% line is a guess, so no
+    handoff reminder and no LLM compaction; snipping old tool results still runs."""
+    client = ScriptedClient()
+    settings = Settings(
+        model="custom/unknown-model",
+        retry_backoff=0.0,
+        models={"custom/unknown-model": ModelSettings(max_input=6_000)},
+    )
+    runtime = Runtime(settings, make_paths(tmp_path), client=client, workdir=workdir, clock=lambda: FIXED_NOW)
+    with runtime:
+        session_id = long_session(runtime, turns=10, size=2_000)
+        session = runtime.open_session(session_id)
+        assert not session.context().snapshot_known
+        updates = list(session.send("continue"))
+        assert any(isinstance(u, ContextSnipped) for u in updates)
+        assert not any(isinstance(u, (CompactionFinished, HandoffRecorded)) for u in updates)
+        assert client.summary_requests == []
