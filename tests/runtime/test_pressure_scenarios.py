@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from foya_tui.runtime.compaction.failures import Trigger
+from foya_tui.runtime.model import EventKind
 from foya_tui.runtime.runtime import Runtime
 from foya_tui.runtime.updates import CompactionFinished, TurnFailed, TurnFinished
 from foya_tui.settings import CompactionSettings, ModelSettings, Settings, ToolSettings
@@ -48,8 +49,26 @@ def test_two_hundred_exploration_steps_on_an_8k_window(tmp_path: Path) -> None:
         assert tally.overflows_seen_by_user == 0
         assert_no_loops(tally)
         assert tally.peak_share < 1.0
+        # K-1: a reminder at most once per compaction epoch (the epochs are the checkpoints + 1)
+        assert 1 <= tally.handoffs <= sum(tally.compactions.values()) + 1
+        handoffs = [e for e in runtime.store.events(session.id) if e.kind is EventKind.HANDOFF]
+        assert len({e.payload["epoch"] for e in handoffs}) == len(handoffs) == tally.handoffs
         assert rules_in_projection(session) == len(RULES)
         assert runtime.verify(session.id).ok
+
+
+def test_snip_spares_compactions_on_a_32k_window(tmp_path: Path) -> None:
+    """K-4: on foya-sim/large, old read results leave the view instead of history being
+    summarised: far fewer compactions than steps, the tokens kept out counted."""
+    with explorer(tmp_path) as runtime:
+        session = runtime.new_session(runtime.route_for("foya-sim/large"))
+        tally = explore(session, turns=2, steps_per_turn=50)
+        assert tally.failures == [] and tally.overflows_seen_by_user == 0
+        assert tally.snips["snip"] >= 10 and tally.snip_tokens_saved > 50_000
+        assert sum(tally.compactions.values()) <= 2
+        view = session.context()
+        assert view.snipped_seqs and view.snip_saved_tokens > 0
+        assert rules_in_projection(session) == len(RULES)
 
 
 def test_a_summariser_that_always_fails_trips_the_breaker_and_the_fallback_goes_on(
