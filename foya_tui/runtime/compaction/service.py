@@ -20,7 +20,7 @@ makes the checkpoint without a model.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -53,7 +53,7 @@ from foya_tui.runtime.compaction.failures import (
 )
 from foya_tui.runtime.compaction.fallback import fallback_summary
 from foya_tui.runtime.compaction.hook import hook_veto
-from foya_tui.runtime.compaction.ledger import extract_ledger
+from foya_tui.runtime.compaction.ledger import Ledger, extract_ledger
 from foya_tui.runtime.compaction.native import NativeCompactor, NativeUnavailable
 from foya_tui.runtime.compaction.planner import NothingToCompact, Plan, Unit, plan_compaction
 from foya_tui.runtime.compaction.summary import (
@@ -240,6 +240,17 @@ def summary_input_limit(budget: Budget, summary_max_tokens: int) -> int:
     if budget.max_input is not None:
         room = min(room, budget.max_input)
     return max(256, int(room * REQUEST_SAFETY))
+
+
+def _appends(base: Checkpoint | None, current: Checkpoint | None, plan: Plan) -> bool:
+    """SPEC C-10: new coverage is appended as a segment while the text checkpoint it builds on is
+    the current one, the anchor is unchanged and it has fewer than 4 segments."""
+    return (
+        base is not None
+        and base is current
+        and plan.anchor_seq == base.head_anchor_seq
+        and len(base.segments) < MAX_SEGMENTS
+    )
 
 
 class _PathFailed(Exception):
@@ -649,13 +660,7 @@ class CompactionService:
         ledger = extract_ledger(
             covered, self._settings.ledger_chars, earlier=base.ledger if base is not None else None
         )
-        # SPEC C-10: append while the anchor is unchanged and there are fewer than 4 segments.
-        append = (
-            base is not None
-            and base is current
-            and plan.anchor_seq == base.head_anchor_seq
-            and len(base.segments) < MAX_SEGMENTS
-        )
+        append = _appends(base, current, plan)
         previous = [
             PreviousSummary(s.index, s.from_seq, s.through_seq, s.level, s.text)
             for s in (base.segments if base is not None else ())
@@ -726,32 +731,22 @@ class CompactionService:
             # More than 4 segments, or an anchor change: one session-level summary over them all.
             if len(segments) > MAX_SEGMENTS or (previous and not append):
                 segments = [self._merge(segments, counter, limit - overhead, requests, summarise)]
-        checkpoint = Checkpoint(
-            id="",
-            previous_id=current.id if current is not None else None,
-            session_id=snapshot.session_id,
-            through_seq=plan.through_seq,
-            source_digest=source,
-            head_anchor_seq=plan.anchor_seq,
-            phase=plan.phase,
-            projection_kind=ProjectionKind.TEXT,
-            level=max(level for _, _, level, _ in segments),
+        producer = Producer.REPAIRED if repaired else Producer.LLM
+        checkpoint = self._checkpoint(
+            snapshot,
+            base,
+            plan,
+            route,
+            source,
+            producer,
+            ledger,
             segments=tuple(
                 Segment(index, from_seq, through_seq, level, text, counter.count(text))
                 for index, (from_seq, through_seq, level, text) in enumerate(segments, start=1)
             ),
-            route_id=route.id,
-            model=route.model,
-            created_at=self._events.timestamp(),
-            tokens_before=0,
-            tokens_after=0,
-            covered_messages=(base.covered_messages if base is not None else 0)
-            + sum(unit.last - unit.first + 1 for unit in plan.units),
-            producer=str(Producer.REPAIRED if repaired else Producer.LLM),
-            ledger=ledger,
-        ).with_id()
+        )
         check_structure(checkpoint)
-        attempt.producer = Producer.REPAIRED if repaired else Producer.LLM
+        attempt.producer = producer
         return checkpoint
 
     def _native_candidate(
@@ -769,7 +764,6 @@ class CompactionService:
         _PathFailed (not a summariser failure), and the text compactor takes over."""
         assert self._native is not None
         session_id = snapshot.session_id
-        current = snapshot.current
         source = self._store.source_digest(session_id, plan.through_seq)
         attempt.requests.limit = 1
         attempt.report(Stage.SUMMARISING, "native")
@@ -801,28 +795,9 @@ class CompactionService:
             self._settings.ledger_chars,
             earlier=applicable.ledger if applicable is not None else None,
         )
-        candidate = Checkpoint(
-            id="",
-            previous_id=current.id if current is not None else None,
-            session_id=session_id,
-            through_seq=plan.through_seq,
-            source_digest=source,
-            head_anchor_seq=plan.anchor_seq,
-            phase=plan.phase,
-            projection_kind=ProjectionKind.NATIVE,
-            level=0,
-            segments=(),
-            route_id=route.id,
-            model=route.model,
-            created_at=self._events.timestamp(),
-            tokens_before=0,
-            tokens_after=0,
-            covered_messages=(applicable.covered_messages if applicable is not None else 0)
-            + sum(unit.last - unit.first + 1 for unit in plan.units),
-            producer=str(Producer.NATIVE),
-            ledger=ledger,
-            native_state=native.state,
-        ).with_id()
+        candidate = self._checkpoint(
+            snapshot, applicable, plan, route, source, Producer.NATIVE, ledger, native_state=native.state
+        )
         try:
             check_structure(candidate)
         except CheckpointError as exc:
@@ -852,12 +827,7 @@ class CompactionService:
         ledger = extract_ledger(
             covered, self._settings.ledger_chars, earlier=base.ledger if base is not None else None
         )
-        append = (
-            base is not None
-            and base is current
-            and plan.anchor_seq == base.head_anchor_seq
-            and len(base.segments) < MAX_SEGMENTS
-        )
+        append = _appends(base, current, plan)
         absorbed = "" if append or base is None else "\n\n".join(s.text for s in base.segments)
         covered_tokens = sum(
             TOKENS_PER_MESSAGE + counter.count(message_text(entry.openai))
@@ -902,34 +872,21 @@ class CompactionService:
                     counter.count(made.text),
                 ),
             ]
-            kept = made.kept_messages
         else:
             first = base.segments[0].from_seq if base is not None and base.segments else plan.from_seq
             level = base.level + 1 if base is not None else 0
             segments = [Segment(1, first, plan.through_seq, level, made.text, counter.count(made.text))]
-            kept = made.kept_messages
-        candidate = Checkpoint(
-            id="",
-            previous_id=current.id if current is not None else None,
-            session_id=session_id,
-            through_seq=plan.through_seq,
-            source_digest=source,
-            head_anchor_seq=plan.anchor_seq,
-            phase=plan.phase,
-            projection_kind=ProjectionKind.TEXT,
-            level=max(segment.level for segment in segments),
+        candidate = self._checkpoint(
+            snapshot,
+            base,
+            plan,
+            route,
+            source,
+            Producer.FALLBACK,
+            ledger,
             segments=tuple(segments),
-            route_id=route.id,
-            model=route.model,
-            created_at=self._events.timestamp(),
-            tokens_before=0,
-            tokens_after=0,
-            covered_messages=(base.covered_messages if base is not None else 0)
-            + sum(unit.last - unit.first + 1 for unit in plan.units),
-            producer=str(Producer.FALLBACK),
-            ledger=ledger,
-            kept_messages=kept,
-        ).with_id()
+            kept=made.kept_messages,
+        )
         attempt.note = why
         try:
             check_structure(candidate)
@@ -938,6 +895,47 @@ class CompactionService:
             return self._end(attempt, Outcome.FAILED, f"the fallback made an invalid checkpoint: {exc}")
         except _PathFailed as failed:
             return failed.result
+
+    def _checkpoint(
+        self,
+        snapshot: HistorySnapshot,
+        base: Checkpoint | None,
+        plan: Plan,
+        route: Route,
+        source: str,
+        producer: Producer,
+        ledger: Ledger,
+        *,
+        segments: tuple[Segment, ...] = (),
+        kept: tuple[Mapping[str, Any], ...] = (),
+        native_state: Mapping[str, Any] | None = None,
+    ) -> Checkpoint:
+        """A candidate (id set, sizes still 0) covering `plan` on top of `base`, whose lineage parent
+        is the session's current checkpoint, whichever path made it."""
+        current = snapshot.current
+        return Checkpoint(
+            id="",
+            previous_id=current.id if current is not None else None,
+            session_id=snapshot.session_id,
+            through_seq=plan.through_seq,
+            source_digest=source,
+            head_anchor_seq=plan.anchor_seq,
+            phase=plan.phase,
+            projection_kind=ProjectionKind.TEXT if native_state is None else ProjectionKind.NATIVE,
+            level=max((segment.level for segment in segments), default=0),
+            segments=segments,
+            route_id=route.id,
+            model=route.model,
+            created_at=self._events.timestamp(),
+            tokens_before=0,
+            tokens_after=0,
+            covered_messages=(base.covered_messages if base is not None else 0)
+            + sum(unit.last - unit.first + 1 for unit in plan.units),
+            producer=str(producer),
+            ledger=ledger,
+            native_state=native_state,
+            kept_messages=kept,
+        ).with_id()
 
     def _merge(
         self,
