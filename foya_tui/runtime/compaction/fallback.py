@@ -68,6 +68,14 @@ def _kept_form(entry: LogEntry, chars: int | None) -> dict[str, Any]:
     return message
 
 
+def _unit_form(
+    entries: Sequence[LogEntry], unit: Unit, chars: int | None, counter: TokenCounter
+) -> tuple[list[dict[str, Any]], int]:
+    """A whole unit as the fallback keeps it (each message capped to `chars`), and its tokens."""
+    messages = [_kept_form(entries[i], chars) for i in range(unit.first, unit.last + 1)]
+    return messages, sum(TOKENS_PER_MESSAGE + counter.count(message_text(m)) for m in messages)
+
+
 def _line(entries: Sequence[LogEntry], unit: Unit) -> str:
     """One line for a unit the fallback cannot keep: who spoke, or which tools ran and how."""
     head = entries[unit.first]
@@ -156,26 +164,23 @@ def fallback_summary(
     index = len(units) - 1
     stop = anchor_unit if anchor_unit is not None else -1
     while index > stop:
-        unit = units[index]
-        messages = [_kept_form(entries[i], None) for i in range(unit.first, unit.last + 1)]
-        tokens = sum(TOKENS_PER_MESSAGE + counter.count(message_text(m)) for m in messages)
-        if used + tokens <= budget_tokens:
-            kept.append(messages)
-            used += tokens
-            kept_count += 1
-            index -= 1
-            continue
-        room = budget_tokens - used - TOKENS_PER_MESSAGE * len(messages)
-        per_message = int(room * 3 // max(1, len(messages)))  # ~3 characters per token, conservatively
-        if per_message >= MIN_CUT_CHARS:
-            cut = [_kept_form(entries[i], per_message) for i in range(unit.first, unit.last + 1)]
-            cut_tokens = sum(TOKENS_PER_MESSAGE + counter.count(message_text(m)) for m in cut)
-            if used + cut_tokens <= budget_tokens:
-                kept.append(cut)
-                used += cut_tokens
-                kept_count += 1
-                index -= 1
-        break
+        messages, tokens = _unit_form(entries, units[index], None, counter)
+        cut = used + tokens > budget_tokens
+        if cut:
+            # The boundary unit: kept with every message capped, if that fits, else left out.
+            room = budget_tokens - used - TOKENS_PER_MESSAGE * len(messages)
+            per_message = int(room * 3 // max(1, len(messages)))  # ~3 characters a token, conservatively
+            if per_message < MIN_CUT_CHARS:
+                break
+            messages, tokens = _unit_form(entries, units[index], per_message, counter)
+            if used + tokens > budget_tokens:
+                break
+        kept.append(messages)
+        used += tokens
+        kept_count += 1
+        index -= 1
+        if cut:
+            break  # the boundary cuts at most one unit (K-10)
     listed: list[str] = []
     for position in range(index, -1, -1):
         if position == anchor_unit:
