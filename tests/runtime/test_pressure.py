@@ -525,3 +525,31 @@ def test_with_an_unknown_token_snapshot_snip_runs_but_no_handoff_or_llm_compacti
         assert any(isinstance(u, ContextSnipped) for u in updates)
         assert not any(isinstance(u, (CompactionFinished, HandoffRecorded)) for u in updates)
         assert client.summary_requests == []
+
+
+def test_the_fallback_cuts_at_most_one_unit(tmp_path: Path, workdir: Path) -> None:
+    """K-10: when the newest covered unit does not fit whole, it is kept with its messages capped
+    (its call and result together) and nothing older is kept verbatim."""
+    request = {"role": "user", "content": "now read the big log, then the small one"}
+
+    def step(call_id: str, content: str) -> list[dict[str, Any]]:
+        call = {"id": call_id, "type": "function", "function": {"name": "read_file", "arguments": "{}"}}
+        return [
+            {"role": "assistant", "content": None, "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": call_id, "content": content},
+        ]
+
+    with runtime_with(tmp_path, workdir, ScriptedClient(), mid_turn_min_steps=2) as runtime:
+        transcript = [*tool_turn(1), *tool_turn(2), request, *step("big", "log line\n" * 6_000)]
+        session_id = import_session(runtime, [*transcript, *step("small", "ok")])
+        session = runtime.open_session(session_id)
+        result = runtime.compaction.compact(
+            session_id, session.route, Trigger.BUDGET, phase=Phase.MID_TURN, use_model=False
+        )
+        assert result.outcome is Outcome.ACCEPTED and result.checkpoint is not None, result.reason
+        kept = list(result.checkpoint.kept_messages)
+        # the request in its place, then the boundary unit, cut but whole; nothing older
+        assert kept[0] == request
+        assert kept[1]["tool_calls"][0]["id"] == "big" and kept[2]["tool_call_id"] == "big"
+        assert "characters left out" in kept[2]["content"] and len(kept[2]["content"]) < 20_000
+        assert len(kept) == 3
