@@ -287,6 +287,21 @@ def format_context(report: dict) -> str:
             f" · {checkpoint['segments']} segment(s) · covers through seq {checkpoint['through_seq']}"
             f" ({checkpoint['phase']}, {checkpoint['producer']})"
         )
+    native = report.get("native")
+    if native:
+        sent = "sent with this request" if native["sent"] else "not sent: it belongs to another route (R-2)"
+        lines.append(f"native state  {native['checkpoint_id'][:12]} of {native['bound_model']}, {sent}")
+    snipped = report.get("snipped")
+    if snipped and snipped["count"]:
+        lines.append(
+            f"snipped       {snipped['count']:>10,} old tool result(s) shown as placeholders"
+            f" (−{snipped['tokens_saved']:,} tokens)"
+        )
+    handoff = report.get("handoff")
+    if handoff and handoff["status"] != "none":
+        lines.append(f"handoff       {handoff['status']:>10} for this epoch")
+    if report.get("snapshot_known") is False:
+        lines.append("token count   unknown window and no usage yet: no handoff or LLM compaction (K-5)")
     lines += [f"note: {notice}" for notice in report["notices"]]
     return "\n".join(lines)
 

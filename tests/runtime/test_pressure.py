@@ -6,6 +6,7 @@ compaction hook (K-7), a separate summary route, and reactive recovery at provid
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -506,7 +507,7 @@ def test_a_turn_of_large_steps_compacts_mid_turn_below_the_preferred_step_count(
 
 
 def test_with_an_unknown_token_snapshot_snip_runs_but_no_handoff_or_llm_compaction(
-    tmp_path: Path, workdir: Path
+    tmp_path: Path, workdir: Path, capsys: Any
 ) -> None:
     """K-5: the window is unknown and no usage was measured yet: the 80% line is a guess, so no
     handoff reminder and no LLM compaction; snipping old tool results still runs."""
@@ -525,6 +526,17 @@ def test_with_an_unknown_token_snapshot_snip_runs_but_no_handoff_or_llm_compacti
         assert any(isinstance(u, ContextSnipped) for u in updates)
         assert not any(isinstance(u, (CompactionFinished, HandoffRecorded)) for u in updates)
         assert client.summary_requests == []
+        database = str(runtime.store.path)
+    from foya_tui.cli import main
+
+    home = Path(os.environ["FOYA_HOME"])
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "config.toml").write_text(
+        'model = "custom/unknown-model"\n[models."custom/unknown-model"]\nmax_input = 6000\n'
+    )
+    assert main(["--db", database, "context", session_id]) == 0
+    text = capsys.readouterr().out
+    assert "old tool result(s) shown as placeholders" in text and "no handoff or LLM compaction" in text
 
 
 def test_the_fallback_cuts_at_most_one_unit(tmp_path: Path, workdir: Path) -> None:
