@@ -12,6 +12,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from foya_tui.cli import main
 from foya_tui.runtime.compaction.acceptance import effect_gate_problems
 from foya_tui.runtime.compaction.checkpoint import Phase
 from foya_tui.runtime.compaction.failures import Outcome, Trigger
@@ -455,8 +456,6 @@ def test_cli_compact_fallback_and_inspect_show_producer_and_breaker(
 ) -> None:
     """`foya compact --fallback` asks no model; `foya inspect` names the producer, the kept
     messages and the circuit breaker (K-10, K-11)."""
-    from foya_tui.cli import main
-
     with runtime_with(tmp_path, workdir, ScriptedClient()) as runtime:
         session_id = long_session(runtime, turns=6)
         database = str(runtime.store.path)
@@ -527,8 +526,6 @@ def test_with_an_unknown_token_snapshot_snip_runs_but_no_handoff_or_llm_compacti
         assert not any(isinstance(u, (CompactionFinished, HandoffRecorded)) for u in updates)
         assert client.summary_requests == []
         database = str(runtime.store.path)
-    from foya_tui.cli import main
-
     home = Path(os.environ["FOYA_HOME"])
     home.mkdir(parents=True, exist_ok=True)
     (home / "config.toml").write_text(
