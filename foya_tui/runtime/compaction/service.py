@@ -185,9 +185,8 @@ class _ShrinkingTranscript:
         self._entries = entries
         self._chunk = chunk
         self._counter = counter
-        self._versions: list[tuple[tuple[str, ...], int]] = [
-            (chunk.lines, counter.count("\n".join(chunk.lines)))
-        ]
+        self._versions: list[tuple[Sequence[str], int]] = []
+        """Versions made so far with their tokens; counted only once a request overflowed."""
         self._ladder = self._steps()
 
     def _lines(self, skip_units: int, chars: int, omit_reads: bool) -> tuple[str, ...]:
@@ -219,6 +218,10 @@ class _ShrinkingTranscript:
                 yield self._lines(skip, chars, True)
 
     def at(self, level: int) -> Sequence[str] | None:
+        if level == 0:
+            return self._chunk.lines
+        if not self._versions:
+            self._versions.append((self._chunk.lines, self._counter.count("\n".join(self._chunk.lines))))
         while len(self._versions) <= level:
             smaller = next(
                 (
