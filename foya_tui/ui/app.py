@@ -112,6 +112,12 @@ class FoyaApp(App[None]):
             self.conversation.action_compact,
         )
         yield SystemCommand(
+            "context: compact without a model (fallback)",
+            "Compact now with the deterministic fallback: recent messages kept whole, the ledger "
+            "beside them, no model asked; you see the candidate before it is committed",
+            self.conversation.action_compact_without_model,
+        )
+        yield SystemCommand(
             "context: undo compaction",
             "Make the previous checkpoint (or none) current again; nothing is deleted",
             self.conversation.action_undo_compaction,
@@ -130,6 +136,16 @@ class FoyaApp(App[None]):
             "session: rewind to here",
             "Go back to the selected message; later messages leave the conversation (the log keeps them)",
             self.conversation.action_rewind_here,
+        )
+        yield SystemCommand(
+            "session: fork here",
+            "Start a new session whose conversation ends with the selected message; this one stays as it is",
+            self.conversation.action_fork_here,
+        )
+        yield SystemCommand(
+            "session: fork",
+            "Start a new session with this whole conversation; this one stays as it is",
+            self.conversation.action_fork_session,
         )
         yield SystemCommand(
             "theme: toggle dark/light", "Switch between foya-dark and foya-light", self.action_toggle_theme

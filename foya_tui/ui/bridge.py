@@ -5,9 +5,11 @@ reports back only through `post_message`; nothing here touches another widget. T
 invisible widget so that its messages bubble to the screen that mounted it.
 
 Besides turns, it runs what changes how history is seen: a manual compaction (proposed, then
-committed or declined once the user has looked at it), undoing a checkpoint, a rewind, and the
-inspector's reads: everything compaction knows (`runtime.inspect`), a search of the whole valid
-history (`runtime.search`), the events a segment summarises, and one event's full text.
+committed or declined once the user has looked at it; with the model's summary, or the
+deterministic fallback without a model), undoing a checkpoint, a rewind, a fork into a new session
+(which it then opens), and the inspector's reads: everything compaction knows (`runtime.inspect`),
+a search of the whole valid history (`runtime.search`), the events a segment summarises, and one
+event's full text.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from foya_tui.ui.messages import (
     RouteSwitched,
     RuntimeUpdated,
     SessionCreated,
+    SessionForked,
     SessionInspected,
     SessionOpened,
     SessionRewound,
@@ -297,12 +300,14 @@ class Bridge(Widget):
     # -- compaction, undo, rewind, inspection ---------------------------------------------------
     # Called only between turns (the screen refuses them while a turn runs), so they never race it.
 
-    def compact(self) -> None:
-        """Propose a manual compaction of the open session; `cancel_compaction` stops it."""
+    def compact(self, *, use_model: bool = True) -> None:
+        """Propose a manual compaction of the open session; `cancel_compaction` stops it.
+        `use_model=False` proposes the deterministic fallback checkpoint, made without a model
+        (SPEC K-10)."""
         from foya_tui.runtime.providers.client import CancelToken
 
         self._compaction_cancel = CancelToken()
-        self._propose(self._compaction_cancel)
+        self._propose(self._compaction_cancel, use_model)
 
     def cancel_compaction(self) -> None:
         """Ask the proposal being made to stop; it then ends with the outcome "cancelled"."""
@@ -310,7 +315,7 @@ class Bridge(Widget):
             self._compaction_cancel.cancel()
 
     @work(thread=True, exclusive=True, group="compaction", exit_on_error=False)
-    def _propose(self, cancel: CancelToken) -> None:
+    def _propose(self, cancel: CancelToken, use_model: bool = True) -> None:
         from foya_tui.runtime.compaction.service import CompactionResult
 
         try:
@@ -321,6 +326,7 @@ class Bridge(Widget):
                 cancel=cancel,
                 # Called in this worker's thread: it posts, and never touches a widget.
                 progress=lambda stage, detail: self.post_message(CompactionStaged(str(stage), detail)),
+                use_model=use_model,
             )
             if isinstance(proposed, CompactionResult):
                 self.post_message(CompactionEnded(proposed.report()))
@@ -376,6 +382,30 @@ class Bridge(Widget):
             # A RewindError says in one line why the cut is not allowed, and where it could go.
             self.post_message(BridgeFailed(one_line(exc)))
 
+    @work(thread=True, exclusive=True, group="history", exit_on_error=False)
+    def fork(self, at_seq: int | None = None) -> None:
+        """Fork a new session from the open one's valid messages through `at_seq` (None: all of
+        them), then open the fork on the same route and post its history and next request, as a
+        resume does. The source session is not changed."""
+        from foya_tui.runtime.fork import fork_session
+
+        try:
+            runtime, source = self._open_session()
+            info = fork_session(runtime.store, source.id, at_seq)
+            session = runtime.open_session(info.id, source.route)
+            events = runtime.store.events(session.id)
+            forked_from = info.metadata.get("forked_from")
+            at = forked_from.get("seq") if isinstance(forked_from, Mapping) else None
+            self._session, self._route = session, session.route
+            self.post_message(
+                SessionForked(source.info.short_id, session, at if isinstance(at, int) else at_seq or 0)
+            )
+            self.post_message(SessionOpened(session, events, history_items(events)))
+            self.post_message(ContextReported(session.context().report(), input_steps(events)))
+        except Exception as exc:
+            # A ForkError says in one line why history cannot be cut there, and where it could be.
+            self.post_message(BridgeFailed(one_line(exc)))
+
     @work(thread=True, exclusive=True, group="inspect", exit_on_error=False)
     def inspect(self) -> None:
         """Read everything compaction knows about the session, in one call, for the inspector."""
@@ -385,7 +415,9 @@ class Bridge(Widget):
             models = {option.route.id: option.route.model for option in runtime.routes(session.id)}
             models[session.route.id] = session.route.model
             limit = runtime.settings.compaction.max_fingerprints
-            self.post_message(SessionInspected(report, limit, models))
+            # The JSON entries measure each native state (json.dumps): here, not on the UI thread.
+            checkpoints = {entry["id"]: entry for entry in report.to_json()["checkpoints"]}
+            self.post_message(SessionInspected(report, limit, models, checkpoints))
         except Exception as exc:
             self.post_message(BridgeFailed(one_line(exc)))
 

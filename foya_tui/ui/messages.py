@@ -41,6 +41,18 @@ class SessionOpened(Message):
         self.items = items
 
 
+class SessionForked(Message):
+    """A new session was forked from the open one (`source_label`, its short id): its history is the
+    source's valid messages through `at_seq`. The fork is open now; its history follows as
+    SessionOpened, its next request as ContextReported."""
+
+    def __init__(self, source_label: str, session: Session, at_seq: int) -> None:
+        super().__init__()
+        self.source_label = source_label
+        self.session = session
+        self.at_seq = at_seq
+
+
 class SessionCreated(Message):
     """The first message of a new conversation created its session in the store."""
 
@@ -149,13 +161,22 @@ class TurnRecorded(Message):
 class SessionInspected(Message):
     """Everything compaction knows about the session was read from the store (`runtime.inspect`);
     `max_fingerprints` is how many failure fingerprints the session keeps (SPEC C-14), `models`
-    the model of each route id the switcher knows (the store names routes by id only)."""
+    the model of each route id the switcher knows (the store names routes by id only), and
+    `checkpoints` each checkpoint's entry of `foya inspect --json` by id (its producer, kept
+    messages and native state size, measured in the worker: a native state may be megabytes)."""
 
-    def __init__(self, report: InspectReport, max_fingerprints: int, models: Mapping[str, str]) -> None:
+    def __init__(
+        self,
+        report: InspectReport,
+        max_fingerprints: int,
+        models: Mapping[str, str],
+        checkpoints: Mapping[str, Mapping[str, Any]] | None = None,
+    ) -> None:
         super().__init__()
         self.report = report
         self.max_fingerprints = max_fingerprints
         self.models = models
+        self.checkpoints = checkpoints or {}
 
 
 class HistorySearched(Message):
@@ -204,7 +225,8 @@ class HistoryReadFailed(Message):
 
 
 class CompactionStaged(Message):
-    """The manual compaction reached a stage (planning, summarising with "2/3", validating, committing)."""
+    """The manual compaction reached a stage (planning, summarising with "2/3", "native" or
+    "fallback", validating, committing)."""
 
     def __init__(self, stage: str, detail: str) -> None:
         super().__init__()

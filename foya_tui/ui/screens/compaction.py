@@ -1,7 +1,8 @@
 """Provides the compaction dialog: a validated candidate checkpoint, before it is committed.
 
 It shows what accepting would change (tokens before → after, segments and level, the covered
-seqs), the summary the model would see instead of those messages, and the ledger's counts; it
+seqs), who made the candidate (the model's summary, or the deterministic fallback without a
+model), the summary the model would see instead of those messages, and the ledger's counts; it
 returns True (accept) or False (decline). Summary text is model output: shown as plain Text,
 never parsed as markup. As with the approval dialog, keys typed just before it opened must not
 accept it, so its accept key and button wait GRACE_SECONDS.
@@ -19,6 +20,7 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Button, Static
 
+from foya_tui.ui.widgets.budget_meter import PRODUCERS
 from foya_tui.ui.widgets.checkpoint_tree import clean, counted, ledger_counts_text, segment_title
 
 if TYPE_CHECKING:
@@ -28,14 +30,16 @@ HELP = "a accepts · d or esc declines · nothing is written until you accept"
 
 
 def candidate_facts(checkpoint: Checkpoint) -> str:
-    """`1,702 → 1,549 tokens (−9%) · 1 segment · level 1 · seq 1–30 · 11 messages`."""
+    """`1,702 → 1,549 tokens (−9%) · 1 segment · level 1 · seq 1–30 · 11 messages`; the fallback's
+    candidate adds how many of them it keeps verbatim."""
     before, after = checkpoint.tokens_before, checkpoint.tokens_after
     change = f" ({round(100 * (after - before) / before):+d}%)".replace("-", "−") if before else ""
+    kept = f" · {len(checkpoint.kept_messages):,} kept verbatim" if checkpoint.producer == "fallback" else ""
     return (
         f"{before:,} → {after:,} tokens{change} · "
         f"{counted(len(checkpoint.segments), 'segment', 'segments')} · level {checkpoint.level} · "
         f"seq {checkpoint.from_seq}–{checkpoint.through_seq} · "
-        f"{counted(checkpoint.covered_messages, 'message', 'messages')}"
+        f"{counted(checkpoint.covered_messages, 'message', 'messages')}{kept}"
     )
 
 
@@ -83,7 +87,9 @@ class CompactionScreen(ModalScreen[bool]):
         checkpoint = self.checkpoint
         with Vertical(id="compaction-dialog") as dialog:
             dialog.border_title = "Accept this checkpoint?"
-            dialog.border_subtitle = f"{checkpoint.phase} · {clean(checkpoint.model)}"
+            # Who made it: the model's summary, or the deterministic fallback without one (SPEC K-10).
+            made_by = PRODUCERS.get(checkpoint.producer, clean(checkpoint.producer))
+            dialog.border_subtitle = f"{checkpoint.phase} · {clean(checkpoint.model)} · {made_by}"
             yield Static(Text(candidate_facts(checkpoint)), id="compaction-facts")
             with VerticalScroll(id="compaction-summary"):
                 yield Static(summary_text(checkpoint), id="compaction-text")

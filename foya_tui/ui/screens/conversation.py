@@ -8,10 +8,16 @@ Tool calls appear as ToolBlocks inside the turn's assistant block, as they start
 latest compiled report says which results the model sees shortened, and those blocks show a badge.
 A call that needs approval opens the approval dialog; the turn's thread waits for its answer.
 
+What Foya does to the model's view during a turn (a hidden handoff reminder stored, old tool
+results cleared by micro-compaction or snip) shows as a dim context note in the turn's block; a
+compaction inside the turn shows its stage on the meter, and esc cancels it with the turn.
+
 Between turns the screen also starts what changes how history is seen, each in a Bridge worker:
 a manual compaction (its stages on the meter's "last" line, esc cancels, then a dialog to accept
-or decline the candidate), undoing a checkpoint, and a rewind to a focused message (after a
-confirmation; the conversation is then reloaded as on resume). The inspector shows the session's
+or decline the candidate; with the model, or the deterministic fallback without one), undoing a
+checkpoint, a rewind to a focused message (after a confirmation; the conversation is then
+reloaded as on resume), and a fork into a new session (ending with the focused message, or the
+whole session), which then opens in place of this one. The inspector shows the session's
 checkpoints and compaction log; it is refreshed after each of these. Its searches and reads of
 history run in Bridge workers too, and their results are handed to it from here.
 """
@@ -48,6 +54,7 @@ from foya_tui.ui.messages import (
     RouteSwitched,
     RuntimeUpdated,
     SessionCreated,
+    SessionForked,
     SessionInspected,
     SessionOpened,
     SessionRewound,
@@ -64,7 +71,7 @@ from foya_tui.ui.widgets.budget_meter import (
     compaction_ended,
     compaction_running,
 )
-from foya_tui.ui.widgets.message_block import MessageBlock
+from foya_tui.ui.widgets.message_block import MessageBlock, handoff_note, snip_note
 from foya_tui.ui.widgets.message_list import MessageList
 from foya_tui.ui.widgets.prompt import Prompt
 
@@ -87,6 +94,7 @@ COMPACTING = "compacting the context · esc cancel · you can type your next mes
 DECIDING = "a compaction waits for your answer"
 UNDOING = "undoing the checkpoint…"
 REWINDING = "rewinding…"
+FORKING = "forking a new session…"
 NO_SESSION = "Nothing to {} yet: send a message first."
 SELECT_MESSAGE = "Select a message first: Tab or a click moves to the messages."
 SIMULATOR_HINT = (
@@ -366,7 +374,9 @@ class ConversationScreen(Screen[None]):
         from foya_tui.runtime.updates import (
             CompactionFinished,
             CompactionProgressed,
+            ContextSnipped,
             ContextUpdated,
+            HandoffRecorded,
             ReplyDelta,
             RetryScheduled,
             ToolCallStarted,
@@ -384,12 +394,25 @@ class ConversationScreen(Screen[None]):
             # "done" is followed at once by CompactionFinished, which says how it ended.
             if update.stage != "done":
                 self.compaction_status = compaction_running(update.trigger, update.stage, update.detail)
+                detail = f" {update.detail}" if update.detail else ""
+                # The turn's esc stops it: the compaction shares the turn's cancel token.
+                self.query_one(Prompt).set_busy(f"compacting: {update.stage}{detail} · esc cancels the reply")
         elif isinstance(update, CompactionFinished):
             self.compaction_status = compaction_ended(update.report)
+            self.query_one(Prompt).set_busy(self._busy)
             notice, severity = compaction_notice(update.report)
             if severity != "information":  # a success shows on the meter; a failure is said once
                 self.notify(notice, severity=severity, markup=False)
             self._refresh_inspector()
+        elif isinstance(update, ContextSnipped | HandoffRecorded):
+            # Where it happened in the turn: before its first step, or between two steps.
+            if isinstance(update, HandoffRecorded):
+                note = handoff_note()
+            else:
+                note = snip_note(update.mode, update.results, update.tokens_saved)
+            if self._reply is None:
+                self._reply = await self.messages.add_block(MessageBlock("assistant"))
+            await self._reply.add_note(note)
         elif isinstance(update, ToolCallStarted):
             from foya_tui.ui.widgets.tool_block import ToolBlock
 
@@ -493,7 +516,7 @@ class ConversationScreen(Screen[None]):
         self._running_tools.clear()
         if reply is not None:
             await reply.finish()
-            if not reply.text.strip() and not reply.tools:
+            if not reply.text.strip() and not reply.tools and not reply.notes:
                 await reply.remove()  # a failure before any output leaves no empty block behind
         if marker:
             await self.messages.add_marker(marker)
@@ -520,12 +543,20 @@ class ConversationScreen(Screen[None]):
 
     def action_compact(self) -> None:
         """Compact the idle session now: the candidate is shown before anything is committed."""
+        self._start_compaction(use_model=True)
+
+    def action_compact_without_model(self) -> None:
+        """Compact the idle session now with the deterministic fallback (no model is asked, SPEC
+        K-10): the candidate is shown before anything is committed, as for `action_compact`."""
+        self._start_compaction(use_model=False)
+
+    def _start_compaction(self, *, use_model: bool) -> None:
         if self._refused("compact"):
             return
         self.compacting = self._proposing = True
         self._set_busy(COMPACTING)
         self.compaction_status = compaction_running("manual", "planning")
-        self.bridge.compact()
+        self.bridge.compact(use_model=use_model)
 
     def action_cancel_compaction(self) -> None:
         self.bridge.cancel_compaction()
@@ -636,7 +667,9 @@ class ConversationScreen(Screen[None]):
 
     def on_session_inspected(self, message: SessionInspected) -> None:
         if self._inspector is not None:
-            self._inspector.show(message.report, message.max_fingerprints, message.models)
+            self._inspector.show(
+                message.report, message.max_fingerprints, message.models, message.checkpoints
+            )
 
     def on_history_searched(self, message: HistorySearched) -> None:
         if self._inspector is not None:
@@ -660,9 +693,7 @@ class ConversationScreen(Screen[None]):
 
     def action_rewind_here(self) -> None:
         """Rewind to the focused message (the palette's "session: rewind to here")."""
-        focused = self.focused
-        chain = (focused, *focused.ancestors) if focused is not None else ()
-        block = next((node for node in chain if isinstance(node, MessageBlock)), None)
+        block = self._focused_block()
         if block is None:
             self.notify(SELECT_MESSAGE, timeout=4)
             return
@@ -671,6 +702,58 @@ class ConversationScreen(Screen[None]):
     def on_message_block_rewind_requested(self, message: MessageBlock.RewindRequested) -> None:
         message.stop()
         self._ask_rewind(message.block)
+
+    def _focused_block(self) -> MessageBlock | None:
+        focused = self.focused
+        chain = (focused, *focused.ancestors) if focused is not None else ()
+        return next((node for node in chain if isinstance(node, MessageBlock)), None)
+
+    def action_fork_here(self) -> None:
+        """Fork a new session that ends with the focused message (the palette's "session: fork here")."""
+        block = self._focused_block()
+        if block is None:
+            self.notify(SELECT_MESSAGE, timeout=4)
+            return
+        self._fork_at(block)
+
+    def action_fork_session(self) -> None:
+        """Fork a new session with the whole conversation (the palette's "session: fork")."""
+        if self._refused("fork"):
+            return
+        self._set_busy(FORKING)
+        self.bridge.fork(None)
+
+    def on_message_block_fork_requested(self, message: MessageBlock.ForkRequested) -> None:
+        message.stop()
+        self._fork_at(message.block)
+
+    def _fork_at(self, block: MessageBlock) -> None:
+        """Fork through the block's last event: a user message, or a reply with its tool results.
+        Nothing to confirm: the session stays as it is, and the fork is a new one."""
+        if self._refused("fork"):
+            return
+        if block.last_seq is None:
+            self.notify("This message is not in the session's log yet.", timeout=3)
+            return
+        self._set_busy(FORKING)
+        self.bridge.fork(block.last_seq)
+
+    def on_session_forked(self, message: SessionForked) -> None:
+        # The fork replaces this session on screen; an open inspector would show the old one.
+        if self._inspector is not None and self._inspector.is_current:
+            self._inspector.dismiss(None)
+        self._route = message.session.route
+        self._shortened = frozenset()
+        self.compaction_status = None
+        # The focused message belongs to the source and is about to go: typing goes on in the fork.
+        self.query_one(Prompt).focus()
+        source, fork = message.source_label, message.session.info.short_id
+        self.notify(
+            f"Forked session {source} through seq {message.at_seq} into session {fork}; "
+            f"{source} is unchanged (foya --session {source}).",
+            timeout=6,
+            markup=False,
+        )
 
     def _ask_rewind(self, block: MessageBlock) -> None:
         """Confirm, then rewind: to just before a user message (its text back in the prompt), or to

@@ -1,12 +1,14 @@
 """Provides the inspector: a session's checkpoints and segments, compaction diagnostics, failure
-fingerprints, accepted boundaries per route and rewound ranges, read from the store.
+fingerprints, the circuit breaker, accepted boundaries per route and rewound ranges, read from the
+store.
 
-Left, the checkpoint lineage as a tree (CheckpointTree) above the compaction log; right, the
-selected segment's text, or the selected checkpoint's facts and ledger, with its validation
-status and route. Everything comes from one `InspectReport` that the Bridge reads in a worker
-(`runtime.inspect`): the screen only renders it, and asks the conversation screen (through the
-callbacks it is given) to refresh, undo a checkpoint or compact. Model text is shown as plain
-Text or Content, never parsed as markup.
+Left, the checkpoint lineage as a tree (CheckpointTree) above the compaction log (each diagnostic
+with its producer and outcome, "blocked" when a compaction hook vetoed it; the failure fingerprints
+and the circuit breaker's state with its reasons, SPEC K-11); right, the selected segment's text,
+or the selected checkpoint's facts and ledger, with its validation status and route. Everything
+comes from one `InspectReport` that the Bridge reads in a worker (`runtime.inspect`): the screen
+only renders it, and asks the conversation screen (through the callbacks it is given) to refresh,
+undo a checkpoint or compact. Model text is shown as plain Text or Content, never parsed as markup.
 
 The right side can also list events of canonical history (HistoryList) in place of the segment:
 `/` searches the whole valid history (`runtime.search`; each hit says which segment of the current
@@ -37,6 +39,7 @@ from foya_tui.ui.widgets.checkpoint_tree import (
     TreeEntry,
     clean,
     ledger_counts_text,
+    producer_detail,
     segment_title,
     short_id,
 )
@@ -44,6 +47,7 @@ from foya_tui.ui.widgets.history_list import HistoryList, covered_mark
 
 if TYPE_CHECKING:
     from foya_tui.runtime.compaction.checkpoint import Checkpoint
+    from foya_tui.runtime.compaction.failures import BreakerState
     from foya_tui.runtime.compaction.recovery import CheckpointRecord
     from foya_tui.runtime.compaction.report import CoveredBy, DiagnosticRecord, InspectReport, RecallHit
     from foya_tui.ui.screens.tool_output import PreparedText
@@ -60,6 +64,8 @@ OUTCOME_MARKS = {
     "accepted": ("✓", "$text-success"),
     "nothing_to_compact": ("·", MUTED),
     "cancelled": ("·", MUTED),
+    # A compaction hook vetoed it (SPEC K-7): not a failure of the summariser, and nothing was faked.
+    "blocked": ("⊘", "$text-warning"),
 }
 FAILED_MARK = ("✗", "$text-warning")
 SEARCH_HINT = 'all words must match · "a phrase" · any language · enter searches'
@@ -80,12 +86,15 @@ def count(value: object) -> str:
 
 
 def diagnostic_lines(diagnostic: DiagnosticRecord) -> Content:
-    """Two lines: `12:00 manual standalone ✓ accepted`, then `1,702→1,549 · reason`."""
+    """Two lines: `12:00 budget pre_turn fallback ✓ accepted` (the producer when the attempt got
+    that far), then `1,702→1,549 · reason`."""
     payload: Mapping[str, Any] = diagnostic.payload
     outcome = str(payload.get("outcome") or "unknown")
     mark, style = OUTCOME_MARKS.get(outcome, FAILED_MARK)
     trigger, phase = payload.get("trigger") or "?", payload.get("phase") or "-"
-    head = f"{local_time(diagnostic.created_at)} {trigger} {phase} "
+    producer = payload.get("producer")
+    made_by = f"{producer} " if isinstance(producer, str) and producer else ""
+    head = f"{local_time(diagnostic.created_at)} {trigger} {phase} {made_by}"
     before, after = payload.get("tokens_before"), payload.get("tokens_after")
     sizes = f"{count(before)}→{count(after)}" if after is not None else f"{count(before)} before"
     reason = " ".join(clean(str(payload.get("reason") or "")).split())
@@ -138,6 +147,8 @@ def log_content(report: InspectReport, max_fingerprints: int, models: Mapping[st
             )
     else:
         parts.append(Content.styled("none: no equivalent attempt is suppressed", muted))
+    if report.breaker is not None:
+        parts += [Content(""), *breaker_lines(report.breaker)]
     parts += [Content(""), Content.styled("ACCEPTED BOUNDARIES", "bold")]
     if report.boundaries:
         for boundary in report.boundaries:
@@ -168,8 +179,26 @@ def log_content(report: InspectReport, max_fingerprints: int, models: Mapping[st
     return Content("\n").join(parts)
 
 
-def checkpoint_facts(record: CheckpointRecord, checkpoint: Checkpoint, status: str) -> str:
-    """The selected checkpoint's fields, then its ledger as the model sees it."""
+def breaker_lines(breaker: BreakerState) -> list[Content]:
+    """`BREAKER open · 3/3 failed summaries` and what that means, then each failure's reason (newest
+    first): the circuit breaker of SPEC K-11, as the runtime derived it from the diagnostics. While
+    it is closed the count is enough (the failures are in the diagnostics just above)."""
+    failures = f"{breaker.failures}/{breaker.threshold} failed summaries"
+    if not breaker.open:
+        return [Content.assemble(("BREAKER ", "bold"), ("closed ", "$text-success"), f"· {failures}")]
+    return [
+        Content.assemble(("BREAKER ", "bold"), ("open ", "bold $text-warning"), f"· {failures} in a row"),
+        Content.styled("automatic compactions use the fallback, no model", "$text-warning"),
+        # The indent is a run of its own: SVG renderers drop a styled run's leading spaces.
+        *(Content.assemble("  ", (f"✗ {one_line(reason, 200)}", MUTED)) for reason in breaker.reasons),
+    ]
+
+
+def checkpoint_facts(
+    record: CheckpointRecord, checkpoint: Checkpoint, status: str, facts: Mapping[str, Any] | None = None
+) -> str:
+    """The selected checkpoint's fields, then its ledger as the model sees it; `facts` is its
+    `foya inspect --json` entry (the native state's size)."""
     previous = short_id(checkpoint.previous_id) if checkpoint.previous_id else "none"
     anchor = checkpoint.head_anchor_seq if checkpoint.head_anchor_seq is not None else "none"
     lines = [
@@ -181,6 +210,10 @@ def checkpoint_facts(record: CheckpointRecord, checkpoint: Checkpoint, status: s
         f" · producer {checkpoint.producer}",
         f"tokens {checkpoint.tokens_before:,} → {checkpoint.tokens_after:,}"
         f" · created {local_time(checkpoint.created_at)}",
+    ]
+    if detail := producer_detail(record, facts or {}):
+        lines.append(detail)
+    lines += [
         "",
         "LEDGER (exact records kept beside the summary)",
         checkpoint.ledger.render() or "(empty)",
@@ -285,6 +318,8 @@ class InspectorScreen(Screen[None]):
         self._read_sources = read_sources
         self._read_event = read_event
         self.report: InspectReport | None = None
+        self.checkpoint_facts: Mapping[str, Mapping[str, Any]] = {}
+        """Each checkpoint's `foya inspect --json` entry, by id."""
         self.max_fingerprints = 0
         self._known: Mapping[str, str] = {}
         self._models: dict[str, str] = {}
@@ -346,11 +381,16 @@ class InspectorScreen(Screen[None]):
         self.query_one("#inspector-header", Static).update(Content.assemble(*parts))
 
     def show(
-        self, report: InspectReport, max_fingerprints: int, models: Mapping[str, str] | None = None
+        self,
+        report: InspectReport,
+        max_fingerprints: int,
+        models: Mapping[str, str] | None = None,
+        checkpoints: Mapping[str, Mapping[str, Any]] | None = None,
     ) -> None:
         """Render a freshly read report (the cursor stays on the line it was on); `models` names the
-        model of each route id."""
+        model of each route id, `checkpoints` holds each checkpoint's JSON entry by id."""
         self.report = report
+        self.checkpoint_facts = checkpoints or {}
         self.max_fingerprints = max_fingerprints
         self._known = models or {}
         if self._mounted:
@@ -363,7 +403,7 @@ class InspectorScreen(Screen[None]):
         count_ = len(report.records)
         self._show_header(f"{count_} checkpoint{'s' if count_ != 1 else ''} · read from the store")
         self.query_one("#log", Static).update(log_content(report, self.max_fingerprints, self._models))
-        self.tree.show(report)
+        self.tree.show(report, self.checkpoint_facts)
         self._show_entry(self.tree.cursor_node.data if self.tree.cursor_node is not None else None)
 
     def on_tree_node_highlighted(self, event: Tree.NodeHighlighted[TreeEntry]) -> None:
@@ -386,7 +426,8 @@ class InspectorScreen(Screen[None]):
             text.update(Text(clean(entry.segment.text)))
         elif checkpoint is not None:
             title = f"CHECKPOINT {short_id(record.id)} · {entry.status}"
-            text.update(Text(checkpoint_facts(record, checkpoint, entry.status)))
+            facts = self.checkpoint_facts.get(record.id)
+            text.update(Text(checkpoint_facts(record, checkpoint, entry.status, facts)))
         else:
             title = f"CHECKPOINT {clean(record.id)} · unreadable"
             problem = record.problem or "neither its row nor its event holds a valid checkpoint"

@@ -7,9 +7,12 @@ dict) into a `report` reactive with `data_bind`; `compute_reading` turns it into
 counts tokens or reads the store: every number arrives in the report. Text is assembled as
 `Content` from plain strings, so a model name such as `[bold]x` is shown literally.
 
-Below the sparkline the meter names the checkpoint the request applies (from the report) and the
-last compaction (a `CompactionStatus` the screen sets from compaction reports): how it ended, or
-the stage of the one running now.
+Below the layer rows it says what else shapes the request: tool results snipped from the model's
+view (micro-compaction or snip, SPEC K-3/K-4) and what they save; in the handoff band, whether the
+hidden continuation reminder is stored (K-1); and a provider-native checkpoint this route may not
+use (R-2). Below the sparkline it names the checkpoint the request applies and who made it (from
+the report), and the last compaction (a `CompactionStatus` the screen sets from compaction
+reports): how it ended, or the stage of the one running now, with a stage-count progress bar.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from textual.containers import VerticalScroll
 from textual.content import Content
 from textual.reactive import reactive
 from textual.widget import Widget
+from textual.widgets import ProgressBar
 
 from foya_tui.runtime.text import strip_control
 
@@ -38,6 +42,16 @@ LAYERS: tuple[tuple[str, str, str], ...] = (
 LAYER_KEYS = tuple(key for key, _, _ in LAYERS)
 SOURCES = ("measured", "measured+estimate", "estimate")
 VERDICTS = ("ok", "handoff", "compact")
+HANDOFF_STATES = ("below_handoff", "handoff_band", "compaction_due")
+HANDOFF_STATUSES = ("none", "recorded", "suppressed")
+PRODUCERS = {
+    "llm": "llm summary",
+    "repaired": "llm, repaired",
+    "native": "provider (native)",
+    "fallback": "fallback (no model)",
+}
+"""How the meter names who made a checkpoint (`report["checkpoint"]["producer"]`); each fits the
+sidebar after "  made by "."""
 MAX_STEPS = 256
 """Steps the sparkline keeps; older ones scrolled off the sidebar long ago."""
 MAX_NOTICES = 3
@@ -72,6 +86,18 @@ class CheckpointSummary:
     id: str
     level: int
     segments: int
+    producer: str = ""
+    """llm, repaired, native or fallback ("" when the report does not say)."""
+
+
+@dataclass(frozen=True)
+class NativeSummary:
+    """A provider-native checkpoint of the session (`report["native"]`): bound to the route of
+    `bound_model`; `sent` False means the request's route may not use it (SPEC R-2)."""
+
+    checkpoint_id: str
+    bound_model: str
+    sent: bool
 
 
 @dataclass(frozen=True)
@@ -97,6 +123,20 @@ class MeterReading:
     verdict: str = "ok"
     notices: tuple[str, ...] = ()
     checkpoint: CheckpointSummary | None = None
+    snipped: int = 0
+    """Tool results the model sees as placeholders (micro-compaction or snip, SPEC K-3/K-4)."""
+    snipped_saved: int = 0
+    handoff_state: str = "below_handoff"
+    handoff_status: str = "none"
+    """Whether this compaction epoch's hidden continuation reminder is stored (SPEC K-1)."""
+    snapshot_known: bool = True
+    """False while no trustworthy token snapshot exists: the handoff and LLM compaction wait (K-5)."""
+    native: NativeSummary | None = None
+
+    @property
+    def native_elsewhere(self) -> bool:
+        """A provider-native checkpoint exists but belongs to another route (not sent: SPEC R-2)."""
+        return self.native is not None and not self.native.sent
 
     @property
     def scale(self) -> int:
@@ -127,8 +167,11 @@ def read_report(report: Mapping[str, Any] | None) -> MeterReading:
         return value if isinstance(value, Mapping) else {}
 
     route, estimate, layers = section("route"), section("estimate"), section("layers")
+    snipped, handoff = section("snipped"), section("handoff")
     source = one_line(estimate.get("source"))
     verdict = one_line(report.get("verdict"))
+    handoff_state = one_line(handoff.get("state"))
+    handoff_status = one_line(handoff.get("status"))
     notices = report.get("notices")
     return MeterReading(
         known=True,
@@ -151,6 +194,13 @@ def read_report(report: Mapping[str, Any] | None) -> MeterReading:
         if isinstance(notices, list | tuple)
         else (),
         checkpoint=read_checkpoint(report.get("checkpoint")),
+        snipped=tokens(snipped.get("count")),
+        snipped_saved=tokens(snipped.get("tokens_saved")),
+        handoff_state=handoff_state if handoff_state in HANDOFF_STATES else "below_handoff",
+        handoff_status=handoff_status if handoff_status in HANDOFF_STATUSES else "none",
+        # Only an explicit False: a report without the key predates K-5 and was measured as before.
+        snapshot_known=report.get("snapshot_known") is not False,
+        native=read_native(report.get("native")),
     )
 
 
@@ -162,7 +212,19 @@ def read_checkpoint(raw: object) -> CheckpointSummary | None:
     checkpoint_id = one_line(raw.get("id"), 64)
     if not checkpoint_id:
         return None
-    return CheckpointSummary(checkpoint_id, tokens(raw.get("level")), tokens(raw.get("segments")))
+    producer = one_line(raw.get("producer"), 20)
+    return CheckpointSummary(checkpoint_id, tokens(raw.get("level")), tokens(raw.get("segments")), producer)
+
+
+def read_native(raw: object) -> NativeSummary | None:
+    """The report's native checkpoint (None, or a mapping with checkpoint_id, bound_model and
+    sent); one without an id counts as none, and only an explicit True counts as sent."""
+    if not isinstance(raw, Mapping):
+        return None
+    checkpoint_id = one_line(raw.get("checkpoint_id"), 64)
+    if not checkpoint_id:
+        return None
+    return NativeSummary(checkpoint_id, one_line(raw.get("bound_model"), 80), raw.get("sent") is True)
 
 
 @dataclass(frozen=True)
@@ -219,8 +281,58 @@ def short_tokens(value: int) -> str:
 
 
 def checkpoint_text(checkpoint: CheckpointSummary) -> str:
-    """`7a91… L1 · 3 seg` (the id shortened as the inspector shows it)."""
+    """`7a91… L1 · 3 seg` (the id shortened as the inspector shows it); a provider-native
+    checkpoint has no segments: `ca65… native`."""
+    if checkpoint.producer == "native" and not checkpoint.segments:
+        return f"{checkpoint.id[:4]}… native"
     return f"{checkpoint.id[:4]}… L{checkpoint.level} · {checkpoint.segments} seg"
+
+
+def producer_text(checkpoint: CheckpointSummary) -> str:
+    """`made by llm summary`, `made by fallback (no model)`; "" when the report does not say."""
+    if not checkpoint.producer:
+        return ""
+    return f"made by {PRODUCERS.get(checkpoint.producer, checkpoint.producer)}"
+
+
+def snipped_text(reading: MeterReading) -> str:
+    """`snipped 12 results −3.4k` (the tokens their placeholders save); "" when none is."""
+    if not reading.snipped:
+        return ""
+    noun = "result" if reading.snipped == 1 else "results"
+    return f"snipped {reading.snipped} {noun} −{short_tokens(reading.snipped_saved)}"
+
+
+def handoff_text(reading: MeterReading) -> str:
+    """The handoff reminder's state (SPEC K-1) in the band, or whenever this epoch has a record:
+    `handoff: reminder stored`; "" below the band with no record."""
+    if reading.handoff_status == "recorded":
+        return "handoff: reminder stored"
+    if reading.handoff_status == "suppressed":
+        return "handoff: suppressed (bad record)"
+    if reading.handoff_state != "handoff_band":
+        return ""
+    if not reading.snapshot_known:
+        return "handoff: waits for measured usage"  # K-5: no reminder on an unknown snapshot
+    return "handoff: reminder before next step"
+
+
+# A running compaction's stages, in order: the progress bar counts them (summarising in chunks
+# advances within its stage). Declining and committing both end it.
+STAGE_STEPS = {"planning": 0.5, "summarising": 1.0, "validating": 2.5, "committing": 3.5, "declining": 3.5}
+STAGE_TOTAL = 4
+
+
+def stage_progress(status: CompactionStatus) -> float:
+    """How far a running compaction is, in stages out of STAGE_TOTAL: `summarising 2/3` is part-way
+    through its stage; the paths without chunks (native, fallback) sit half-way through it."""
+    base = STAGE_STEPS.get(status.stage, 0.0)
+    if status.stage != "summarising":
+        return base
+    done, _, total = status.detail.partition("/")
+    if done.isdigit() and total.isdigit() and 0 < int(done) <= int(total):
+        return base + (int(done) - 0.5) / int(total)
+    return base + 0.5
 
 
 def status_text(status: CompactionStatus) -> tuple[str, str]:
@@ -238,6 +350,8 @@ def status_text(status: CompactionStatus) -> tuple[str, str]:
         return f"last: {status.trigger} · nothing to do", "dim"  # the full phrase would wrap
     if status.outcome == "cancelled":
         return f"last: {status.trigger} · cancelled", "dim"
+    if status.outcome == "blocked":
+        return f"last: {status.trigger} ⊘ blocked", "failed"  # by the hook (SPEC K-7): a veto, not a failure
     return f"last: {status.trigger} ✗ {status.outcome.replace('_', ' ')}", "failed"
 
 
@@ -442,11 +556,22 @@ class MeterDetails(MeterPart):
 
         lines: list[Content] = []
         for (key, label, _), value in zip(LAYERS, reading.layers, strict=True):
-            lines.append(row("■", key, label, value))
+            if key == "native_state" and reading.native_elsewhere:
+                # A native checkpoint exists, but only its own route may replay it (SPEC R-2).
+                value_text = f"{value:,} (other route)"
+                lines.append(Content.assemble(("■", STYLES[key]), " ", spread(label, value_text, width - 2)))
+            else:
+                lines.append(row("■", key, label, value))
+        if snipped := snipped_text(reading):
+            lines.append(Content.styled(f"  {snipped}", dim))
         lines.append(row(GLYPHS["reserve"], "reserve", "output reserve", reading.output_reserve))
         if reading.reserve_basis:
             lines.append(Content.styled(f"  {reading.reserve_basis}", dim))
         lines.append(row(GLYPHS["handoff"], "handoff", "handoff line", reading.handoff_at))
+        if handoff := handoff_text(reading):
+            # Warning-coloured in the band, like the border; dim once the request is below it.
+            role = "dim" if reading.handoff_state == "below_handoff" else "notice"
+            lines.append(Content.styled(f"  {handoff}", STYLES[role]))
         lines.append(row(GLYPHS["compact"], "compact", "compaction line", reading.high_water))
         lines.append(Content(""))
         source, _, reason = badge_text(reading).partition(" ")
@@ -474,8 +599,8 @@ class StepSparkline(MeterPart):
 
 
 class MeterCompaction(MeterPart):
-    """`CHECKPOINT 7a91… L1 · 3 seg` and `last: pre_turn ✓ 9.8k→2.1k` (or the running stage);
-    hidden while there is neither, so a session that never compacted shows nothing here."""
+    """`CHECKPOINT 7a91… L1 · 3 seg`, who made it, and `last: pre_turn ✓ 9.8k→2.1k` (or the running
+    stage); hidden while there is neither, so a session that never compacted shows nothing here."""
 
     compaction: reactive[CompactionStatus | None] = reactive(None, layout=True)
 
@@ -493,10 +618,40 @@ class MeterCompaction(MeterPart):
         checkpoint = self.reading.checkpoint
         if checkpoint is not None:
             lines.append(Content.assemble(("CHECKPOINT ", "bold"), checkpoint_text(checkpoint)))
+            if made_by := producer_text(checkpoint):
+                lines.append(Content.styled(f"  {made_by}", STYLES["dim"]))
         if self.compaction is not None:
             text, role = status_text(self.compaction)
             lines.append(Content.styled(text, STYLES[role]))
         return Content("\n").join(lines)
+
+
+class CompactionProgress(ProgressBar):
+    """The running compaction's stages as a bar (planning → summarising → validating → committing),
+    shown only while one runs. Counted in stages rather than indeterminate: it says how far it got,
+    and a picture of it is the same on every run."""
+
+    DEFAULT_CSS = """
+    CompactionProgress {
+        width: 1fr;
+        display: none;
+        & > Bar { width: 1fr; }
+        /* The unfilled part is drawn in the "background" colour: a faint track shows how far is left. */
+        & > Bar > .bar--bar { color: $primary; background: $foreground 25%; }
+    }
+    """
+
+    compaction: reactive[CompactionStatus | None] = reactive(None)
+
+    def __init__(self) -> None:
+        super().__init__(total=STAGE_TOTAL, show_percentage=False, show_eta=False)
+
+    def watch_compaction(self, status: CompactionStatus | None) -> None:
+        running = status is not None and status.running
+        self.display = running
+        if running:
+            assert status is not None
+            self.update(progress=stage_progress(status))
 
 
 class MeterNotices(MeterPart):
@@ -535,6 +690,7 @@ class BudgetMeter(VerticalScroll):
         &.-compact > MeterTitle { color: $text-error; }
         & > MeterBar, & > MeterDetails, & > StepSparkline, & > MeterNotices { margin: 1 0 0 0; }
         & > MeterCompaction { margin: 1 0 0 0; display: none; }
+        & > CompactionProgress { margin: 0; }
         & > MeterBar { margin: 0; }
     }
     """
@@ -552,6 +708,7 @@ class BudgetMeter(VerticalScroll):
         yield MeterDetails().data_bind(BudgetMeter.reading)
         yield StepSparkline().data_bind(BudgetMeter.steps)
         yield MeterCompaction().data_bind(BudgetMeter.reading, BudgetMeter.compaction)
+        yield CompactionProgress().data_bind(BudgetMeter.compaction)
         yield MeterNotices().data_bind(BudgetMeter.reading)
 
     def validate_report(self, report: object) -> Mapping[str, Any] | None:
@@ -604,5 +761,37 @@ class MeterLine(MeterPart):
         numbers = f" {reading.total:,}/{reading.input_budget:,} {reading.percent}% "
         source = f" {reading.source}"
         room = self.size.width - len("context") - len(numbers) - len(source) - 2
+        # The short tags take room from the bar, most important first, only while it stays readable.
+        shown: list[str] = []
+        for tag in line_tags(reading):
+            if room - len(tag) < MIN_LINE_BAR:
+                break
+            shown.append(tag)
+            room -= len(tag)
         bar = Content.assemble("▕", self.bar(room), "▏") if room >= 8 else Content("")
-        return Content.assemble(("context", "bold"), numbers, bar, (source, STYLES[reading.source]))
+        return Content.assemble(
+            ("context", "bold"),
+            numbers,
+            bar,
+            (source, STYLES[reading.source]),
+            ("".join(shown), STYLES["notice"]),
+        )
+
+
+MIN_LINE_BAR = 16
+"""The one-line meter's bar keeps at least this many cells before a tag may take room from it."""
+
+
+def line_tags(reading: MeterReading) -> list[str]:
+    """The sidebar's extra lines in a few words each, for the one-line meter: ` · handoff stored`,
+    ` · snipped −3.4k`, ` · native: other route`."""
+    tags: list[str] = []
+    if reading.handoff_status == "recorded":
+        tags.append(" · handoff stored")
+    elif reading.handoff_status == "suppressed":
+        tags.append(" · handoff suppressed")
+    if reading.snipped:
+        tags.append(f" · snipped −{short_tokens(reading.snipped_saved)}")
+    if reading.native_elsewhere:
+        tags.append(" · native: other route")
+    return tags

@@ -1,8 +1,10 @@
 """Provides CheckpointTree: a session's checkpoint lineage, newest first, each with its segments.
 
 The current checkpoint is marked ●, the others ○ (earlier, or undone after it), an invalid one ✗;
-a checkpoint a rewind voided or that failed validation carries its problem as a child line. The
-last line is "(none)": the state with no checkpoint, where the model sees the full history.
+each names who made it (llm, repaired, native, fallback). A checkpoint a rewind voided or that
+failed validation carries its problem as a child line; a provider-native one its state's size and
+route, a fallback one how many messages it keeps verbatim. The last line is "(none)": the state
+with no checkpoint, where the model sees the full history.
 
 Everything shown comes from one `InspectReport` (`runtime.inspect`); nothing is recomputed here.
 Labels are `rich.text.Text` built from plain strings, never markup, and are coloured at render
@@ -14,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from rich.style import Style
 from rich.text import Text
@@ -78,7 +80,8 @@ class TreeEntry:
     """What a line of the tree stands for."""
 
     kind: str
-    """"checkpoint", "segment", "problem" (a checkpoint's problem) or "none" (no checkpoint)."""
+    """"checkpoint", "segment", "problem" (a checkpoint's problem), "detail" (what its producer made:
+    a native state's size, a fallback's kept messages) or "none" (no checkpoint)."""
     record: CheckpointRecord | None = None
     segment: Segment | None = None
     status: str = ""
@@ -121,9 +124,11 @@ class CheckpointTree(Tree[TreeEntry]):
         self.show_root = False
         self.guide_depth = 3
 
-    def show(self, report: InspectReport) -> None:
+    def show(self, report: InspectReport, facts: Mapping[str, Mapping[str, Any]] | None = None) -> None:
         """Replace the lines with `report`'s checkpoints; the cursor stays on the same line when it
-        still exists, otherwise it goes to the current checkpoint's first segment."""
+        still exists, otherwise it goes to the current checkpoint's first segment. `facts` are the
+        checkpoints' `foya inspect --json` entries by id (for their native state's size)."""
+        facts = facts or {}
         cursor = self.cursor_node
         keep = cursor.data.key if cursor is not None and cursor.data is not None else None
         self.clear()
@@ -137,6 +142,9 @@ class CheckpointTree(Tree[TreeEntry]):
             if record.problem:
                 problem = TreeEntry("problem", record, status=status)
                 lines.append(node.add_leaf(Text(f"⚠ {clean(record.problem)}"), problem))
+            detail = producer_detail(record, facts.get(record.id, {}), short=True)
+            if detail:
+                lines.append(node.add_leaf(Text(detail), TreeEntry("detail", record, status=status)))
             checkpoint = record.checkpoint
             for segment in checkpoint.segments if checkpoint is not None else ():
                 entry = TreeEntry("segment", record, segment, status)
@@ -192,13 +200,36 @@ class CheckpointTree(Tree[TreeEntry]):
 
 
 def checkpoint_label(record: CheckpointRecord, status: str) -> Text:
-    """`● 7a91c3d2… current  L1  3 seg` (✗ and no counts for an unreadable checkpoint)."""
+    """`● 7a91c3d2… current  L1  3 seg  llm` (a native checkpoint has no segments: `native`; ✗ and
+    no counts for an unreadable checkpoint)."""
     checkpoint = record.checkpoint
     if checkpoint is None:
         return Text(f"✗ {short_id(record.id)} invalid")
     mark = "●" if status == "current" else "○"
+    head = f"{mark} {short_id(record.id)} {status}"
+    if str(checkpoint.projection_kind) == "native":
+        return Text(f"{head}  native")
     count = len(checkpoint.segments)
-    return Text(f"{mark} {short_id(record.id)} {status}  L{checkpoint.level}  {count} seg")
+    return Text(f"{head}  L{checkpoint.level}  {count} seg  {clean(checkpoint.producer)}")
+
+
+def producer_detail(record: CheckpointRecord, facts: Mapping[str, Any], *, short: bool = False) -> str:
+    """What the producer made, beside the segments: `native state 341 bytes · route foya-sim/native`
+    for a provider-native checkpoint, `no model · 12 messages kept verbatim` for the deterministic
+    fallback (its line says "fallback"); "" otherwise. `short` drops the word "route", for the
+    tree's narrow lines. Sizes come from the `foya inspect --json` entry (`facts`)."""
+    checkpoint = record.checkpoint
+    if checkpoint is None:
+        return ""
+    if str(checkpoint.projection_kind) == "native" or checkpoint.producer == "native":
+        size = facts.get("native_state_bytes")
+        state = f"native state {size:,} bytes" if isinstance(size, int) else "native state"
+        return f"{state} · {'' if short else 'route '}{clean(checkpoint.model)}"
+    if checkpoint.producer == "fallback":
+        kept = facts.get("kept_messages", len(checkpoint.kept_messages))
+        kept = kept if isinstance(kept, int) else len(checkpoint.kept_messages)
+        return f"no model · {counted(kept, 'message', 'messages')} kept verbatim"
+    return ""
 
 
 def segment_label(segment: Segment) -> Text:

@@ -6,14 +6,21 @@ which does not parse Textual markup either. Both are cleaned of terminal escapes
 An assistant block holds a whole turn: the text of each step and its tool calls (ToolBlocks), in
 the order they happened; text that follows a tool call goes into a new Markdown segment below it.
 
+What Foya did to the model's view during a turn shows inside its assistant block as a dim context
+note (`ContextNote`), where it happened: a hidden handoff reminder stored (SPEC K-1; the reminder
+itself is never shown as a user message), or old tool results cleared from the model's view by
+micro-compaction or snip (K-3, K-4).
+
 A block can take the focus (Tab, or a click); `r` then asks the screen to rewind the conversation
-to it. A block knows the seqs of its first and last events once they are stored (`seq`,
-`last_seq`), which is where a rewind goes: before a user message, after a reply.
+to it, and `f` to fork a new session that ends with it. A block knows the seqs of its first and
+last events once they are stored (`seq`, `last_seq`), which is where a rewind goes (before a user
+message, after a reply) and where a fork ends.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
 from rich.text import Text
@@ -32,6 +39,32 @@ if TYPE_CHECKING:
     from foya_tui.ui.widgets.tool_block import ToolBlock, ToolItem
 
 ROLE_LABELS = {"user": "you", "assistant": "foya", "tool": "tool"}
+SNIP_MODES = {"micro": "micro-compaction", "snip": "snip"}
+
+
+@dataclass(frozen=True)
+class ContextNote:
+    """A dim line in a turn: something Foya did to the model's view, not something anyone said."""
+
+    text: str
+
+
+def handoff_note() -> ContextNote:
+    """The line that stands for a stored handoff reminder, whose text the user never sees as theirs."""
+    return ContextNote("context · handoff reminder stored for the model (hidden)")
+
+
+def snip_note(mode: str, results: int, tokens_saved: int) -> ContextNote:
+    """`context · micro-compaction: 12 old tool results cleared from the model's view (−3,400
+    tokens) · history keeps them`."""
+    what = SNIP_MODES.get(mode, "snip")
+    noun = "old tool result" if results == 1 else "old tool results"
+    return ContextNote(
+        f"context · {what}: {results:,} {noun} cleared from the model's view "
+        f"(−{tokens_saved:,} tokens) · history keeps them"
+    )
+
+
 AFTER_TOOLS = "body -after-tools"
 """Classes of a text segment that follows tool calls (a blank line sets it apart from them)."""
 # Characters that open a terminal escape sequence. A stream may split a sequence across two
@@ -60,10 +93,24 @@ class MessageBlock(Vertical, can_focus=True):
             id="message.rewind",
             tooltip="Go back to this message: later messages leave the conversation (the log keeps them)",
         ),
+        Binding(
+            "f",
+            "fork",
+            "fork from here",
+            id="message.fork",
+            tooltip="Start a new session whose conversation ends with this message; this one stays as it is",
+        ),
     ]
 
     class RewindRequested(Message):
         """The user asked to rewind the conversation to this block (the screen confirms first)."""
+
+        def __init__(self, block: MessageBlock) -> None:
+            super().__init__()
+            self.block = block
+
+    class ForkRequested(Message):
+        """The user asked to fork a new session that ends with this block's message."""
 
         def __init__(self, block: MessageBlock) -> None:
             super().__init__()
@@ -75,7 +122,7 @@ class MessageBlock(Vertical, can_focus=True):
         text: str = "",
         *,
         notes: tuple[str, ...] = (),
-        parts: Sequence[str | ToolItem] = (),
+        parts: Sequence[str | ToolItem | ContextNote] = (),
         seq: int | None = None,
         last_seq: int | None = None,
     ) -> None:
@@ -107,6 +154,8 @@ class MessageBlock(Vertical, can_focus=True):
             for part in self._parts:
                 if isinstance(part, str):
                     yield Markdown(strip_control(part), classes=AFTER_TOOLS if after_tools else "body")
+                elif isinstance(part, ContextNote):
+                    yield note_line(part)
                 else:
                     yield ToolBlock.from_item(part)
                 after_tools = not isinstance(part, str)
@@ -114,7 +163,9 @@ class MessageBlock(Vertical, can_focus=True):
             from foya_tui.ui.widgets.tool_block import ToolBlock
 
             for part in self._parts:
-                if not isinstance(part, str):
+                if isinstance(part, ContextNote):
+                    yield note_line(part)
+                elif not isinstance(part, str):
                     yield ToolBlock.from_item(part)
         else:
             yield Static(Text(self._text), classes="body")
@@ -131,6 +182,14 @@ class MessageBlock(Vertical, can_focus=True):
 
     def action_rewind(self) -> None:
         self.post_message(self.RewindRequested(self))
+
+    def action_fork(self) -> None:
+        self.post_message(self.ForkRequested(self))
+
+    @property
+    def notes(self) -> list[str]:
+        """The context notes shown in this block, in order."""
+        return [str(widget.content) for widget in self.query_children(".context-note")]
 
     @property
     def tools(self) -> list[ToolBlock]:
@@ -159,6 +218,14 @@ class MessageBlock(Vertical, can_focus=True):
                 markdown.display = False  # a step that only called tools leaves no blank segment
         await self.mount(block)
         return block
+
+    async def add_note(self, note: ContextNote) -> None:
+        """Show a context note below what has streamed so far; later text goes below it."""
+        await self._end_stream()
+        for markdown in self._markdowns():
+            if not markdown.source:
+                markdown.display = False  # as for a tool call: no blank segment above the note
+        await self.mount(note_line(note))
 
     def start_stream(self) -> None:
         """Mark the block as receiving a reply (assistant blocks only)."""
@@ -193,3 +260,8 @@ class MessageBlock(Vertical, can_focus=True):
             self._held = ""
         await self._stream.stop()
         self._stream = None
+
+
+def note_line(note: ContextNote) -> Static:
+    # Plain Text: the note names counts and modes only, but nothing here is ever parsed as markup.
+    return Static(Text(note.text), classes="context-note")

@@ -2,6 +2,10 @@
 
 A resumed session mounts at most its last MAX_BLOCKS messages, so a session with thousands of
 messages opens as fast as a short one; a one-line note says how many are not shown.
+
+Stored handoff reminders (SPEC K-1) are never shown as user messages: they and the records of tool
+results cleared from the model's view (K-3, K-4) become dim context notes inside the turn they
+happened in, as they appeared live.
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ from textual.geometry import Size
 from textual.widget import Widget
 from textual.widgets import Static
 
-from foya_tui.ui.widgets.message_block import MessageBlock
+from foya_tui.ui.widgets.message_block import ContextNote, MessageBlock, handoff_note, snip_note
 
 if TYPE_CHECKING:
     from foya_tui.runtime.model import Event
@@ -42,7 +46,7 @@ class HistoryItem:
     notes: tuple[str, ...] = ()
     marker: str | None = None
     """A dim line after the message, e.g. when the reply was cancelled."""
-    parts: tuple[str | ToolItem, ...] = ()
+    parts: tuple[str | ToolItem | ContextNote, ...] = ()
     seq: int | None = None
     """The seq of the message's first event (for a rewind to just before it)."""
     last_seq: int | None = None
@@ -55,7 +59,7 @@ class _Turn:
 
     seq: int
     last_seq: int
-    parts: list[str | ToolItem] = field(default_factory=list)
+    parts: list[str | ToolItem | ContextNote] = field(default_factory=list)
     marker: str | None = None
 
     def item(self) -> HistoryItem:
@@ -83,14 +87,32 @@ def _outcome(event: Event, content: str) -> ToolOutcome:
     )
 
 
+def context_note(event: Event) -> ContextNote | None:
+    """The note a handoff or snip event shows as (SPEC K-1, K-3, K-4), or None for other events and
+    for a snip record the runtime would not read either."""
+    from foya_tui.runtime.compaction.snip import parse_snip
+    from foya_tui.runtime.model import EventKind
+
+    if event.kind is EventKind.HANDOFF:
+        return handoff_note()
+    if event.kind is EventKind.CONTEXT_SNIPPED:
+        plan = parse_snip(event.payload)
+        if plan is not None:
+            return snip_note(str(plan.mode), len(plan.seqs), plan.tokens_saved)
+    return None
+
+
 def history_items(events: Iterable[Event]) -> list[HistoryItem]:
     """The displayable messages of a session: valid history only, system messages left out.
 
     Tool results are paired with the calls of the assistant message they follow, by id within that
     group (as `MessageLog` pairs them for the model); a turn's steps share one assistant item, so a
     resumed session looks as it did live. A call never answered shows as interrupted, and a result
-    that answers no call of its group (an imported transcript's) still shows, on its own. Call this
-    in a worker: each result is summarised (`outcome_of`).
+    that answers no call of its group (an imported transcript's) still shows, on its own. Handoff
+    and snip events are context notes in the turn they happened in (before its first step, or
+    between two steps); notes that no reply followed (a turn that failed first) are an assistant
+    item of their own, as the live turn left them. Call this in a worker: each result is summarised
+    (`outcome_of`).
     """
     # Imported here: history and tool blocks are not needed before the first frame (bench_startup.py).
     from foya_tui.runtime.history import event_message, valid_events
@@ -101,14 +123,34 @@ def history_items(events: Iterable[Event]) -> list[HistoryItem]:
     turn: _Turn | None = None
     pending: dict[str, int] = {}
     """Index in `turn.parts` of each call of the latest assistant message still unanswered."""
+    notes: list[tuple[int, ContextNote]] = []
+    """Notes (with their seqs) waiting for the step they came before."""
+
+    def between_steps() -> bool:
+        """Whether the open turn waits for its next step: its last step called tools."""
+        steps = [part for part in turn.parts if not isinstance(part, ContextNote)] if turn else []
+        return turn is not None and bool(steps) and isinstance(steps[-1], ToolItem) and not turn.marker
 
     def close_turn() -> None:
         nonlocal turn
         if turn is not None:
             items.append(turn.item())
             turn = None
+        if notes:
+            parts = tuple(note for _, note in notes)
+            items.append(HistoryItem("assistant", "", parts=parts, seq=notes[0][0], last_seq=notes[-1][0]))
+            notes.clear()
 
     for event in valid_events(events):
+        note = context_note(event)
+        if note is not None:
+            # Between two steps of a turn (its last part a tool call) the note joins it; otherwise
+            # it waits for the turn's first step.
+            if turn is not None and between_steps():
+                turn.parts.append(note)
+            else:
+                notes.append((event.seq, note))
+            continue
         message = event_message(event)
         if message is None or message.role is Role.SYSTEM:
             continue
@@ -132,10 +174,13 @@ def history_items(events: Iterable[Event]) -> list[HistoryItem]:
             close_turn()
             items.append(HistoryItem(str(message.role), content, seq=event.seq, last_seq=event.seq))
             continue
-        # A step continues the turn when the previous one called tools; otherwise it is a new message.
-        if turn is None or not turn.parts or not isinstance(turn.parts[-1], ToolItem) or turn.marker:
+        # A step continues the turn when the previous one called tools (a note may have followed
+        # them); otherwise it is a new message, which takes the notes that came before it.
+        if turn is None or not between_steps():
+            waiting = [note for _, note in notes]
+            notes.clear()
             close_turn()
-            turn = _Turn(event.seq, event.seq)
+            turn = _Turn(event.seq, event.seq, parts=waiting)
         turn.last_seq = event.seq
         if content:
             turn.parts.append(content)
