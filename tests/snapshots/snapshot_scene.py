@@ -8,7 +8,10 @@ local times).
 
 `compaction_history` builds, through the real runtime and the simulator, a session with a
 compaction history for the inspector's tests; `recall_history` an imported session with one
-checkpoint for the inspector's search: see their docstrings.
+checkpoint for the inspector's search; `pressure_history` a session in the handoff band whose old
+tool results were cleared by micro-compaction; `breaker_history` a session whose summaries always
+fail, so that its breaker opened and the fallback made its checkpoint; `native_history` a session
+with a provider-native checkpoint: see their docstrings.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -37,7 +40,7 @@ from foya_tui.runtime.providers.client import ProviderClient
 from foya_tui.runtime.runtime import Runtime
 from foya_tui.runtime.session import Session
 from foya_tui.runtime.tools import registry
-from foya_tui.settings import CompactionSettings, Settings
+from foya_tui.settings import BudgetSettings, CompactionSettings, Settings
 from foya_tui.ui.app import FoyaApp
 from foya_tui.ui.widgets.prompt import Prompt
 
@@ -85,21 +88,37 @@ def fixed_surroundings() -> Iterator[None]:
             time.tzset()  # back to the surrounding environment's zone (restored by now)
 
 
+class SceneClock:
+    """The store's clock: FIXED_NOW until a scene moves it on (`advance`), e.g. past the prompt
+    cache's lifetime so that the next step starts with a micro-compaction (SPEC K-3)."""
+
+    def __init__(self) -> None:
+        self.now = FIXED_NOW
+
+    def __call__(self) -> datetime:
+        return self.now
+
+    def advance(self, minutes: float) -> None:
+        self.now += timedelta(minutes=minutes)
+
+
 def open_runtime(
     data_dir: Path,
     *,
     client: ProviderClient | None = None,
     approval_mode: str | None = None,
     settings: Settings | None = None,
+    clock: Callable[[], datetime] | None = None,
 ) -> Runtime:
-    """A Runtime on the fixed scene; `client` replaces the simulator (a scripted provider)."""
+    """A Runtime on the fixed scene; `client` replaces the simulator (a scripted provider), `clock`
+    the fixed clock (a SceneClock)."""
     paths = FoyaPaths(data_dir=data_dir, config_dir=data_dir, database=data_dir / "foya.sqlite3")
     return Runtime(
         settings or Settings(retry_backoff=0.0),
         paths,
         client=client,
         workdir=prepare_workdir(),
-        clock=lambda: FIXED_NOW,
+        clock=clock or (lambda: FIXED_NOW),
         approval_mode=approval_mode,
     )
 
@@ -171,10 +190,11 @@ def compaction_history(runtime: Runtime) -> str:
 
     - a first compaction that is rejected (its summary would not shrink the short history);
     - a rewind over one turn (a rewound range);
-    - checkpoint B: 3 segments at level 0 (the history is summarised in chunks);
+    - checkpoint B: 3 segments at level 0 (the history is summarised in chunks; seven more turns,
+      so that the three summaries together replace at most 80% of it, SPEC K-9);
     - checkpoint C, current: B's segments and later turns rewritten as one level-2 summary;
     - a compaction whose summaries are invalid twice (FOYA_SIM_FAULTS=summary-sectionsx2): failed,
-      with a failure fingerprint.
+      with a failure fingerprint (and one summary failure toward the breaker, which stays closed).
 
     Undoing C makes B (3 segments) current again.
     """
@@ -186,10 +206,10 @@ def compaction_history(runtime: Runtime) -> str:
     keep = runtime.store.last_seq(session.id)
     turn(session, "remember: always run the tests before committing")
     runtime.rewind(session.id, keep)
-    for index in range(3, 9):
+    for index in range(3, 10):
         turn(session, long_message(index))
     compact(runtime, session)
-    turn(session, long_message(9))
+    turn(session, long_message(10))
     compact(runtime, session)
     turn(session, "what should we do next?")
     compact(runtime, session, faults="summary-sectionsx2")
@@ -265,3 +285,100 @@ def recall_history(runtime: Runtime) -> str:
     result = runtime.compact(info.id)
     assert result.checkpoint is not None, result.report()
     return info.id
+
+
+PARSER_MODULES = 6
+LOG_LINES = 90
+
+
+def parser_transcript() -> list[dict[str, Any]]:
+    """An imported survey: one request, then PARSER_MODULES reads of `src/parser_N.py` (about 320
+    tokens each), then a one-line answer: six complete tool turns, three older than the recent
+    window that micro-compaction keeps (SPEC K-3)."""
+    messages: list[dict[str, Any]] = [
+        {"role": "user", "content": "read every parser module and tell me what each one does"}
+    ]
+    for index in range(1, PARSER_MODULES + 1):
+        body = "\n".join(
+            f"{line:>3}  def parse_{index}_{line}(text):  # splits the input on rule {line} "
+            "and returns tokens"
+            for line in range(18)
+        )
+        messages.append(_tool_call(index, "read_file", {"path": f"src/parser_{index}.py"}))
+        messages.append(_tool_result(index, body))
+    answer = "Each parser module splits its input on numbered rules."
+    messages.append({"role": "assistant", "content": answer})
+    return messages
+
+
+def failing_log(lines: int = LOG_LINES) -> str:
+    """A pasted log of about 2,000 tokens: enough to carry the session into the handoff band."""
+    rows = (
+        f"12:{n // 60:02}:{n % 60:02} WARN parser_{n % 6 + 1} rule {n % 18} skipped token {n * 7} "
+        f"at line {n * 3 + 1}"
+        for n in range(lines)
+    )
+    return "here is the log of the failing run:\n" + "\n".join(rows)
+
+
+def pressure_history(runtime: Runtime, clock: SceneClock, *, last_turn: bool = True) -> str:
+    """Build a session on foya-sim/small (returns its id) whose next request sits in the handoff
+    band with old tool results snipped (run it inside `fixed_surroundings`, with `clock` as the
+    runtime's clock):
+
+    - `parser_transcript` imported (six read_file tool turns), then "which parser handles rule 3?"
+      (the first measured request: about 4,000 of 6,144 tokens, below the handoff line);
+    - the clock moves on three minutes: the prompt cache is cold;
+    - `failing_log` is sent: before its step, micro-compaction clears the three oldest tool results
+      from the model's view (−960 tokens, SPEC K-3), and what is left is still in the handoff band,
+      so the hidden handoff reminder is stored (K-1); the simulator's reply starts with its execution
+      frontier. The next request: about 5,450 tokens, between the lines (5,017 and 5,734).
+
+    With `last_turn=False` the log is not sent (the clock has moved on): a test sends it itself.
+    """
+    info = runtime.import_transcript(json.dumps(parser_transcript()).encode(), "parsers.json")
+    session = runtime.open_session(info.id, runtime.route_for("foya-sim/small"))
+    turn(session, "which parser handles rule 3?")
+    clock.advance(3)
+    if last_turn:
+        turn(session, failing_log())
+    return info.id
+
+
+BREAKER_SETTINGS = Settings(retry_backoff=0.0, budget=BudgetSettings(handoff_ratio=0.15, compact_ratio=0.2))
+"""Lines so low on foya-sim/small (handoff at 15%, compaction at 20%) that every turn after the
+first starts with a budget compaction (SPEC C-2)."""
+
+
+def breaker_history(runtime: Runtime) -> str:
+    """Build a session (returns its id) whose circuit breaker is open (run it inside
+    `fixed_surroundings`, on BREAKER_SETTINGS): every summary fails (FOYA_SIM_FAULTS=summary-sections).
+
+    Seven turns; from the second on each starts with a budget compaction. The first three ask the
+    model, whose summary is rejected twice each time (three summariser failures: the breaker opens,
+    SPEC K-11); their fallback candidates would not shrink the short history, so nothing is
+    committed. The next compactions skip the model (the breaker is open) and use the fallback,
+    until the history is long enough for the fallback's checkpoint to be accepted (the last turn):
+    one current checkpoint made by the fallback.
+    """
+    session = runtime.new_session(runtime.route_for("foya-sim/small"))
+    texts = ("hello", long_message(0), long_message(1), "what files are in this project?")
+    os.environ["FOYA_SIM_FAULTS"] = "summary-sections"
+    try:
+        for text in (*texts, *(long_message(index) for index in range(2, 5))):
+            turn(session, text)
+    finally:
+        os.environ.pop("FOYA_SIM_FAULTS", None)
+    return session.id
+
+
+def native_history(runtime: Runtime) -> str:
+    """Build a session on foya-sim/native (returns its id) whose current checkpoint is the provider's
+    own opaque state (SPEC C-11): six turns, then a standalone compaction on that route. Opened on
+    any other route, the state is not sent (R-2): that route sees the full history instead."""
+    session = runtime.new_session(runtime.route_for("foya-sim/native"))
+    for text in ("hello", long_message(0), long_message(1), "what files are in this project?", "summarise"):
+        turn(session, text)
+    result = runtime.compact(session.id)
+    assert result.checkpoint is not None and result.report()["producer"] == "native", result.report()
+    return session.id

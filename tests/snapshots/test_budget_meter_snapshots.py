@@ -197,8 +197,9 @@ def test_narrow_terminal_one_line_meter(snap_compare, scene_runtime: Runtime) ->
 
 def test_route_switcher_open(snap_compare, scene_runtime: Runtime) -> None:
     """ctrl+r after "hello": a dialog titled "Switch route" over the dimmed conversation lists
-    "● foya-sim/small (simulator)" (highlighted, the route in use) with "window 8,192 · baseline"
-    and "foya-sim/large (simulator)" with "window 32,768 · no usage yet"; a dim help line
+    "● foya-sim/small (simulator)" (highlighted, the route in use) with "window 8,192 · baseline",
+    "foya-sim/large (simulator)" with "window 32,768 · no usage yet" and "foya-sim/native
+    (simulator)" (provider-native compaction) with "window 16,384 · no usage yet"; a dim help line
     "enter switch · esc close · nothing is sent"."""
 
     async def run_before(pilot: Pilot[None]) -> None:

@@ -74,15 +74,17 @@ async def candidate_open(pilot: Pilot[None]) -> None:
 
 def test_inspector_with_two_checkpoints(snap_compare, history_app: tuple[Runtime, str]) -> None:
     """The inspector on foya-dark: header "Inspector · session 3f2a9c · 2 checkpoints · read from the
-    store". Left, CHECKPOINTS: "● c7219262… current  L2  1 seg" in bold teal with "seg 1  seq 1–44"
-    under it (highlighted), then "○ e7f6b7a2… earlier  L0  3 seg" with three segments (seq 1–24,
-    25–33, 34–39) and a last line "○ (none) · the model sees the full history" in grey. Below,
-    DIAGNOSTICS newest first: a yellow "✗ failed" (rejected twice, C-9), two green "✓ accepted" with
-    their sizes, a yellow "✗ rejected" (would not shrink); FINGERPRINTS 1/16 with the same reason;
-    ACCEPTED BOUNDARIES for foya-sim/large; REWOUND "seq 20–22 (rewind at seq 23)". Right, "SEGMENT
-    1 · SEQ 1–44 · LEVEL 2 · 708 TOKENS" above the summary ("## Goal" …) on a darker panel, the
-    ledger counts in grey and "✓ valid · source … · route foya-sim/small (bde85c5f)". The footer
-    offers esc close, u undo checkpoint, s source events, / find, ^k compact now, f5 refresh."""
+    store". Left, CHECKPOINTS: "● 26b99793… current  L2  1 seg  llm" in bold teal with "seg 1  seq
+    1–47" under it (highlighted), then "○ 0cf3ecd3… earlier  L0  3 seg  llm" with three segments
+    (seq 1–24, 25–33, 34–42) and a last line "○ (none) · the model sees the full history" in grey.
+    Below, DIAGNOSTICS newest first, each naming its producer ("manual standalone llm"): a yellow
+    "✗ failed" (rejected twice, C-9), two green "✓ accepted" with their sizes, a yellow "✗ rejected"
+    (would not shrink); FINGERPRINTS 1/16 with the same reason; "BREAKER closed · 1/3 failed
+    summaries" (closed in green); ACCEPTED BOUNDARIES for foya-sim/large; REWOUND "seq 20–22 (rewind
+    at seq 23)". Right, "SEGMENT 1 · SEQ 1–47 · LEVEL 2 · 710 TOKENS" above the summary ("## Goal" …)
+    on a darker panel, the ledger counts in grey and "✓ valid · source … · route foya-sim/small
+    (bde85c5f)". The footer offers esc close, u undo checkpoint, s source events, / find, ^k compact
+    now, f5 refresh."""
     runtime, session_id = history_app
     app = FoyaApp(runtime, session_id=session_id)
     assert snap_compare(app, terminal_size=TALL, run_before=inspector_open)
@@ -91,8 +93,8 @@ def test_inspector_with_two_checkpoints(snap_compare, history_app: tuple[Runtime
 def test_inspector_light_theme(snap_compare, history_app: tuple[Runtime, str]) -> None:
     """The same inspector on foya-light, with the earlier checkpoint's second segment selected: a
     pale background, the current checkpoint in dark teal, the failed and rejected marks in dark
-    yellow, the accepted ones in green; the right side shows "SEGMENT 2 · SEQ 25–33 · LEVEL 0"
-    and its summary. Every line is easy to read."""
+    yellow, the accepted ones and "closed" (the breaker) in green; the right side shows "SEGMENT 2 ·
+    SEQ 25–33 · LEVEL 0" and its summary. Every line is easy to read."""
     runtime, session_id = history_app
     app = FoyaApp(runtime, session_id=session_id, theme="foya-light")
 
@@ -105,12 +107,13 @@ def test_inspector_light_theme(snap_compare, history_app: tuple[Runtime, str]) -
 
 def test_compaction_candidate_dialog(snap_compare, scene_runtime: Runtime) -> None:
     """After six turns and ctrl+k: a dialog titled "Accept this checkpoint?" (subtitle "standalone ·
-    foya-sim/small") over the dimmed conversation. A bold line "2,378 → 2,357 tokens (-1%) · 1
-    segment · level 0 · seq 1–22 · 15 messages" (small: the recall tools join the request once a
-    checkpoint exists), then the summary on a darker panel under a dim "segment 1 · seq 1–22 ·
-    level 0 · 260 tokens" line (## Goal … ## Critical Context), the grey ledger line "ledger: 1
-    rule · 5 requests · 0 files modified · 1 file read · 0 commands · 0 errors", the buttons
-    "Accept (a)" and "Decline (d)" (focused) and the help line, all in view."""
+    foya-sim/small · llm summary": who made it) over the dimmed conversation. A bold line "2,378 →
+    2,357 tokens (-1%) · 1 segment · level 0 · seq 1–22 · 15 messages" (small: the recall tools
+    join the request once a checkpoint exists), then the summary on a darker panel under a dim
+    "segment 1 · seq 1–22 · level 0 · 260 tokens" line (## Goal … ## Critical Context), the grey
+    ledger line "ledger: 1 rule · 5 requests · 0 files modified · 1 file read · 0 commands · 0
+    errors", the buttons "Accept (a)" and "Decline (d)" (focused) and the help line, all in view.
+    Behind it, the meter's stage bar stands at validating."""
     assert snap_compare(make_app(scene_runtime), terminal_size=WIDE, run_before=candidate_open)
 
 
@@ -119,8 +122,10 @@ def test_meter_after_an_accepted_compaction(
 ) -> None:
     """The candidate accepted with a: the dialog is gone and a notification says "Context compacted:
     2,378 → 2,357 tokens (1 segment, level 0)." At the bottom of the meter, under the sparkline:
-    "CHECKPOINT 6e6d… L0 · 1 seg" (the first word bold) and a green "last: standalone ✓ 2.4k→2.4k";
-    the badge reads "estimate (history was rewritten since the last measured request)"."""
+    "CHECKPOINT 6e6d… L0 · 1 seg" (the first word bold), a dim "made by llm summary" and a green
+    "last: standalone ✓ 2.4k→2.4k"; the badge reads "estimate (history was rewritten since the last
+    measured request)". The meter is one line taller than the sidebar here: a thin scrollbar shows
+    at its right edge."""
     monkeypatch.setattr(CompactionScreen, "GRACE_SECONDS", 0.0)
 
     async def run_before(pilot: Pilot[None]) -> None:
@@ -144,8 +149,10 @@ class WaitingSummaries(ScriptedClient):
 
 def test_meter_while_a_compaction_runs(snap_compare, tmp_path: Path) -> None:
     """A manual compaction waiting for its summary (a scripted provider that never answers): the
-    meter's last line reads "manual: summarising…" in bold teal, the prompt's placeholder says
-    "compacting: summarising · esc cancel", and the footer offers "esc cancel compaction"."""
+    meter's last line reads "manual: summarising…" in bold teal, with a stage bar under it, teal for
+    about three eighths of its width (planning done, summarising under way) on a faint grey track;
+    the prompt's placeholder says "compacting: summarising · esc cancel", and the footer offers "esc
+    cancel compaction"."""
     with fixed_surroundings():
         runtime = open_runtime(tmp_path, client=WaitingSummaries("A first answer.", "A second answer."))
         try:
@@ -174,7 +181,7 @@ def test_rewind_confirmation_on_a_focused_message(snap_compare, scene_runtime: R
     "Rewind to before this message?" explains that the message and everything after it leave the
     conversation (the log keeps them) and that its text goes back into the prompt; the buttons
     "Rewind (y)" and "Keep (n)" (focused) and a help line. The footer behind it offers "r rewind to
-    here"."""
+    here" and "f fork from here"."""
 
     async def run_before(pilot: Pilot[None]) -> None:
         await send(pilot, "hello")

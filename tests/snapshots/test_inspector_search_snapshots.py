@@ -53,7 +53,9 @@ def test_search_hits_say_what_summarises_them(snap_compare, recall_app: FoyaApp)
     verbatim in context" (green); seq 13, 8 and 5 each say "summarised by checkpoint 8e453a9b… seg
     1" in teal. Under each, one line of the message, cut with "…"; seq 5's shows "[bold]this[/bold]"
     literally. The footer offers esc back, u undo checkpoint, s source events, / find, ^k compact
-    now, f5 refresh. The left side is unchanged: one current checkpoint with "seg 1  seq 1–13"."""
+    now, f5 refresh. The left side is unchanged: one current checkpoint "● 8e453a9b… current  L0  1
+    seg  llm" with "seg 1  seq 1–13"; in its log "manual standalone llm ✓ accepted" and "BREAKER
+    closed · 0/3 failed summaries"."""
 
     async def run_before(pilot: Pilot[None]) -> None:
         await searched(pilot, '"flaky io test"')

@@ -77,7 +77,8 @@ def test_one_tool_block_expanded(snap_compare, scene_runtime: Runtime) -> None:
     "▼" on an accent background; below it a dim "arguments" over a shaded {"path": "README.md"},
     a dim "result · seq 7 · 102 characters · 4 lines · <0.1 s" and the shaded output: the
     read_file header and the README's numbered lines ("1→# Demo project" …), shown literally.
-    list_dir stays collapsed; the footer offers "⏎ expand" and "o full text"."""
+    list_dir stays collapsed; the footer offers "⏎ expand" and "o full text", then the message's keys
+    "r rewind to here" and "f fork from here"."""
 
     async def run_before(pilot: Pilot[None]) -> None:
         await send(pilot, EXPLORE)

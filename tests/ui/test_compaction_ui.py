@@ -35,6 +35,8 @@ from foya_tui.ui.screens.compaction import CompactionScreen
 from foya_tui.ui.screens.confirm import ConfirmScreen
 from foya_tui.ui.screens.inspector import InspectorScreen
 from foya_tui.ui.widgets.budget_meter import (
+    PRODUCERS,
+    CompactionProgress,
     CompactionStatus,
     MeterCompaction,
     compaction_ended,
@@ -214,7 +216,7 @@ async def test_the_inspector_shows_lineage_segments_and_the_compaction_log(
 
         lines = tree_lines(inspector)
         assert lines[0].startswith(f"● {current.id[:8]}… current  L2  1 seg")
-        assert lines[2] == f"○ {earlier.id[:8]}… earlier  L0  3 seg"
+        assert lines[2] == f"○ {earlier.id[:8]}… earlier  L0  3 seg  llm"
         segments = earlier.checkpoint.segments
         assert lines[3:6] == [
             f"  seg {s.index}  seq {s.from_seq}–{s.through_seq}  L{s.level}  {s.tokens:,}" for s in segments
@@ -436,6 +438,8 @@ async def test_esc_cancels_a_running_compaction_and_leaves_no_checkpoint(
         await pilot.press("ctrl+k")
         await wait_until(pilot, lambda: client.asked.is_set() and "manual: summarising" in meter_lines(app))
         assert screen.check_action("cancel_compaction", ()) and not screen.check_action("cancel_turn", ())
+        progress = screen.meter.query_one(CompactionProgress)
+        assert progress.display and progress.total == 4 and 1.0 < progress.progress < 2.5
         # Typing goes on while it runs; Enter does not send.
         await pilot.press("x")
         assert screen.query_one(Prompt).text == "x" and not screen.ready
@@ -449,7 +453,7 @@ async def test_esc_cancels_a_running_compaction_and_leaves_no_checkpoint(
         assert len(events) == before + 1 and events[-1].kind is EventKind.COMPACTION_DIAGNOSTIC
         assert ("Compaction cancelled; nothing was written.", "information") in notifications(app)
         assert "last: manual · cancelled" in meter_lines(app)
-        assert not screen.check_action("cancel_compaction", ())
+        assert not screen.check_action("cancel_compaction", ()) and not progress.display
 
 
 async def test_markup_in_a_summary_is_shown_literally(
@@ -495,7 +499,12 @@ async def test_a_compaction_inside_a_turn_shows_on_the_meter(
         after = short_tokens(finished.report["tokens_after"])
         lines = meter_lines(app)
         assert f"last: pre_turn ✓ {before}→{after}" in lines
-        assert f"CHECKPOINT {finished.report['checkpoint_id'][:4]}… L0 · 1 seg" in lines
+        report = finished.report
+        shape = f"L{report['level']} · {report['segments']} seg"
+        assert f"CHECKPOINT {report['checkpoint_id'][:4]}… {shape}" in lines
+        # Who made it: the summaries of the earlier, too short histories failed and opened the
+        # breaker (SPEC K-11), so this one may be the fallback's; the meter names it either way.
+        assert f"made by {PRODUCERS[report['producer']]}" in lines
         assert notifications(app)[shown_before:] == []  # a success shows on the meter only
 
 
@@ -659,8 +668,11 @@ async def test_the_new_keys_and_commands_have_ids_and_tooltips(app: FoyaApp, wai
             "inspector: open",
             "inspector: search history",
             "context: compact now",
+            "context: compact without a model (fallback)",
             "context: undo compaction",
             "session: rewind to here",
+            "session: fork here",
+            "session: fork",
         ):
             assert title in titles
 
