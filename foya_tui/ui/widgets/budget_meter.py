@@ -708,7 +708,8 @@ class BudgetMeter(VerticalScroll):
         yield MeterDetails().data_bind(BudgetMeter.reading)
         yield StepSparkline().data_bind(BudgetMeter.steps)
         yield MeterCompaction().data_bind(BudgetMeter.reading, BudgetMeter.compaction)
-        yield CompactionProgress().data_bind(BudgetMeter.compaction)
+        # The stage bar (CompactionProgress) is mounted by the first running compaction: a progress
+        # bar costs the first frame several milliseconds, and most sessions start without one.
         yield MeterNotices().data_bind(BudgetMeter.reading)
 
     def validate_report(self, report: object) -> Mapping[str, Any] | None:
@@ -725,6 +726,12 @@ class BudgetMeter(VerticalScroll):
 
     def watch_reading(self, reading: MeterReading) -> None:
         set_verdict_classes(self, reading.verdict)
+
+    def watch_compaction(self, status: CompactionStatus | None) -> None:
+        if status is not None and status.running and not self.query(CompactionProgress):
+            self.mount(
+                CompactionProgress().data_bind(BudgetMeter.compaction), after=self.query_one(MeterCompaction)
+            )
 
 
 class MeterLine(MeterPart):
