@@ -39,6 +39,7 @@ from foya_tui.ui.widgets.budget_meter import (
     read_report,
     sparkline,
 )
+from tests.ui.probes import notifications
 
 WIDE = (120, 34)
 NARROW = (90, 30)
@@ -55,11 +56,6 @@ def visible_text(widget: Widget) -> str:
         region = Region(0, 0, node.region.width, node.region.height)  # padding included
         lines += [strip.text.strip() for strip in node.render_lines(region)]
     return " ".join(line for line in lines if line)
-
-
-def notifications(app: FoyaApp) -> list[tuple[str, str]]:
-    # Textual has no public accessor for the notifications on screen; the app keeps them here.
-    return [(note.message, note.severity) for note in app._notifications]
 
 
 def close(color: Color, expected: str | None) -> bool:

@@ -58,6 +58,7 @@ from tests.snapshots.snapshot_scene import (
     open_runtime,
 )
 from tests.ui.conftest import FIXED_NOW
+from tests.ui.probes import notifications, record
 from tests.ui.screen_text import visible_text
 
 WIDE = (120, 40)
@@ -69,25 +70,6 @@ MARKUP_SUMMARY = "\n\n".join(
     for title in SECTIONS
 )
 """A valid five-section summary (SPEC C-8) whose text looks like Textual markup."""
-
-
-def notifications(app: FoyaApp) -> list[tuple[str, str]]:
-    # Textual has no public accessor for the notifications on screen; the app keeps them here.
-    return [(note.message, note.severity) for note in app._notifications]
-
-
-def record(app: FoyaApp) -> list[Message]:
-    """Every message the Bridge posts from now on, in order (its workers post from their threads)."""
-    bridge = app.conversation.bridge
-    posted: list[Message] = []
-    original = bridge.post_message
-
-    def post(message: Message) -> bool:
-        posted.append(message)
-        return original(message)
-
-    bridge.post_message = post  # type: ignore[method-assign]
-    return posted
 
 
 def of_type(posted: list[Message], kind: type[Message]) -> list[Any]:

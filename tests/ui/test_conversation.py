@@ -22,15 +22,11 @@ from foya_tui.ui.messages import RuntimeUpdated
 from foya_tui.ui.screens.conversation import ConversationScreen
 from foya_tui.ui.widgets.message_list import MAX_BLOCKS
 from foya_tui.ui.widgets.prompt import Prompt
+from tests.ui.probes import notifications
 from tests.ui.screen_text import visible_text
 
 SIZE = (100, 30)
 Send = Callable[[Pilot[None], str], Awaitable[None]]
-
-
-def notifications(app: FoyaApp) -> list[tuple[str, str]]:
-    # Textual has no public accessor for the notifications on screen; the app keeps them here.
-    return [(note.message, note.severity) for note in app._notifications]
 
 
 def roles(app: FoyaApp) -> list[str]:

@@ -18,16 +18,12 @@ from foya_tui.ui.app import FoyaApp
 from foya_tui.ui.screens.conversation import SELECT_MESSAGE
 from foya_tui.ui.screens.inspector import InspectorScreen
 from tests.snapshots.snapshot_scene import SceneClock, fixed_surroundings, open_runtime, pressure_history
+from tests.ui.probes import notifications
 from tests.ui.screen_text import visible_text
 
 WIDE = (120, 40)
 Send = Callable[[Pilot[None], str], Awaitable[None]]
 WaitUntil = Callable[..., Awaitable[None]]
-
-
-def notifications(app: FoyaApp) -> list[tuple[str, str]]:
-    # Textual has no public accessor for the notifications on screen; the app keeps them here.
-    return [(note.message, note.severity) for note in app._notifications]
 
 
 def header(app: FoyaApp) -> str:

@@ -71,6 +71,7 @@ from tests.snapshots.snapshot_scene import (
     pressure_history,
 )
 from tests.ui.conftest import FIXED_NOW
+from tests.ui.probes import notifications, record
 from tests.ui.screen_text import visible_text
 
 WIDE = (120, 40)
@@ -80,25 +81,6 @@ MICRO_NOTE = snip_note("micro", 3, 960).text
 """What `pressure_history`'s micro-compaction shows as (three results, 960 tokens)."""
 Send = Callable[[Pilot[None], str], Awaitable[None]]
 WaitUntil = Callable[..., Awaitable[None]]
-
-
-def notifications(app: FoyaApp) -> list[tuple[str, str]]:
-    # Textual has no public accessor for the notifications on screen; the app keeps them here.
-    return [(note.message, note.severity) for note in app._notifications]
-
-
-def record(app: FoyaApp) -> list[Message]:
-    """Every message the Bridge posts from now on, in order (its workers post from their threads)."""
-    bridge = app.conversation.bridge
-    posted: list[Message] = []
-    original = bridge.post_message
-
-    def post(message: Message) -> bool:
-        posted.append(message)
-        return original(message)
-
-    bridge.post_message = post  # type: ignore[method-assign]
-    return posted
 
 
 def updates(posted: list[Message]) -> list[Any]:
