@@ -96,6 +96,27 @@ def exact(view: RequestView) -> bool:
     return view.layers.total == sent + view.layers.native_state
 
 
+def text_then_native(runtime: Runtime) -> tuple[Route, Route, str, list[int], Checkpoint, Checkpoint]:
+    """A conversation on foya-sim/native with a text checkpoint (made on foya-sim/small) and a
+    native one on top of it: (native route, other route, session, seqs, text, native)."""
+    native_route = runtime.route_for("foya-sim/native")
+    other = runtime.route_for("foya-sim/small")
+    session_id, seqs = conversation(runtime, native_route)
+    text = make_checkpoint(runtime, session_id, other, through_seq=seqs[1], anchor_seq=seqs[2])
+    commit_checkpoint(runtime, text)
+    native = make_checkpoint(
+        runtime,
+        session_id,
+        native_route,
+        through_seq=seqs[3],
+        anchor_seq=seqs[4],
+        native_state=NATIVE_STATE,
+        previous=text,
+    )
+    commit_checkpoint(runtime, native)
+    return native_route, other, session_id, seqs, text, native
+
+
 def test_a_native_checkpoint_sends_state_on_its_own_route(runtime: Runtime) -> None:
     """C-11: the head is the system prompt and kept messages, no checkpoint text; the state travels
     in the provider request and is counted in its own layer (X-7, B-5), exactly."""
@@ -130,21 +151,7 @@ def test_a_native_checkpoint_sends_state_on_its_own_route(runtime: Runtime) -> N
 
 def test_another_route_gets_the_portable_text_checkpoint_never_the_native_state(runtime: Runtime) -> None:
     """R-2: after a switch the native state is not replayed; the text ancestor applies, said so."""
-    native_route = runtime.route_for("foya-sim/native")
-    other = runtime.route_for("foya-sim/small")
-    session_id, seqs = conversation(runtime, native_route)
-    text = make_checkpoint(runtime, session_id, other, through_seq=seqs[1], anchor_seq=seqs[2])
-    commit_checkpoint(runtime, text)
-    native = make_checkpoint(
-        runtime,
-        session_id,
-        native_route,
-        through_seq=seqs[3],
-        anchor_seq=seqs[4],
-        native_state=NATIVE_STATE,
-        previous=text,
-    )
-    commit_checkpoint(runtime, native)
+    native_route, other, session_id, _, text, native = text_then_native(runtime)
     view = runtime.compiler.compile(session_id, other)
     assert view.checkpoint == text and view.native_state is None
     assert view.provider_request().native_state is None and view.layers.native_state == 0
@@ -201,21 +208,7 @@ def test_a_covered_anchor_is_reinserted_verbatim_after_the_native_head(runtime: 
 
 def test_the_snapshot_carries_the_checkpoint_its_route_applies(runtime: Runtime) -> None:
     """The planner plans from what the route actually sees; `checkpoints` stays the full state."""
-    native_route = runtime.route_for("foya-sim/native")
-    other = runtime.route_for("foya-sim/small")
-    session_id, seqs = conversation(runtime, native_route)
-    text = make_checkpoint(runtime, session_id, other, through_seq=seqs[1], anchor_seq=seqs[2])
-    commit_checkpoint(runtime, text)
-    native = make_checkpoint(
-        runtime,
-        session_id,
-        native_route,
-        through_seq=seqs[3],
-        anchor_seq=seqs[4],
-        native_state=NATIVE_STATE,
-        previous=text,
-    )
-    commit_checkpoint(runtime, native)
+    native_route, other, session_id, _, text, native = text_then_native(runtime)
     assert runtime.compiler.snapshot(session_id, native_route).checkpoint == native
     elsewhere = runtime.compiler.snapshot(session_id, other)
     assert elsewhere.checkpoint == text
