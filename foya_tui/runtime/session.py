@@ -230,10 +230,10 @@ class Session:
                 self._budget_compaction_blocked = True
                 plans = []  # K-2: a failed compaction leaves no half-updated state
         if plans:
-            covered = self._compiler.checkpoint_state(self.id)
-            through = (
-                covered.current.through_seq if covered is not None and covered.current is not None else 0
-            )
+            # Results the checkpoint this route applies now covers are not in the request anyway.
+            state = self._compiler.checkpoint_state(self.id)
+            applied = state.for_route(self.route.id) if state is not None else None
+            through = applied.through_seq if applied is not None else 0
             events = []
             for plan in plans:
                 seqs = tuple(seq for seq in plan.seqs if seq > through)
