@@ -1,4 +1,5 @@
-"""Provides probes for UI tests: the notifications on screen and the messages the Bridge posts."""
+"""Provides probes for UI tests: the notifications on screen, the messages the Bridge posts, and
+how far the meter's stage bar is."""
 
 from __future__ import annotations
 
@@ -24,3 +25,13 @@ def record(app: FoyaApp) -> list[Message]:
 
     bridge.post_message = post  # type: ignore[method-assign]
     return posted
+
+
+def stage_bar_share(text: str) -> float | None:
+    """How much of the meter's stage bar (`━━╸───`) is done, from its visible text; None without one."""
+    for line in text.splitlines():
+        cells = line.strip()
+        if (cells and set(cells) <= {"━", "╸", "─"} and "─" in cells) or (cells and set(cells) <= {"━"}):
+            done = cells.count("━") + 0.5 * cells.count("╸")
+            return done / len(cells)
+    return None

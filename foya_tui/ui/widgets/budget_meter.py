@@ -27,7 +27,6 @@ from textual.containers import VerticalScroll
 from textual.content import Content
 from textual.reactive import reactive
 from textual.widget import Widget
-from textual.widgets import ProgressBar
 
 from foya_tui.runtime.text import strip_control
 
@@ -335,6 +334,16 @@ def stage_progress(status: CompactionStatus) -> float:
     return base + 0.5
 
 
+def stage_bar(progress: float, width: int) -> tuple[str, str]:
+    """A running compaction's progress as a bar of `width` cells, in half cells: (done, left).
+    Drawn as text in the stage line's own render, so it is always in step with the stage named
+    above it (a separate progress widget could lag a frame behind, and costs the first frame)."""
+    halves = max(0, min(2 * width, round(progress / STAGE_TOTAL * 2 * width)))
+    full, half = divmod(halves, 2)
+    done = "━" * full + ("╸" if half else "")
+    return done, "─" * (width - full - half)
+
+
 def status_text(status: CompactionStatus) -> tuple[str, str]:
     """The "last" line and its style role: `last: pre_turn ✓ 9.8k→2.1k`, `last: budget ✗ suppressed`,
     or, while one runs, `manual: summarising 2/3…`."""
@@ -623,35 +632,10 @@ class MeterCompaction(MeterPart):
         if self.compaction is not None:
             text, role = status_text(self.compaction)
             lines.append(Content.styled(text, STYLES[role]))
+            if self.compaction.running:
+                done, left = stage_bar(stage_progress(self.compaction), max(4, self.size.width or 20))
+                lines.append(Content.assemble((done, STYLES["running"]), (left, STYLES["dim"])))
         return Content("\n").join(lines)
-
-
-class CompactionProgress(ProgressBar):
-    """The running compaction's stages as a bar (planning → summarising → validating → committing),
-    shown only while one runs. Counted in stages rather than indeterminate: it says how far it got,
-    and a picture of it is the same on every run."""
-
-    DEFAULT_CSS = """
-    CompactionProgress {
-        width: 1fr;
-        display: none;
-        & > Bar { width: 1fr; }
-        /* The unfilled part is drawn in the "background" colour: a faint track shows how far is left. */
-        & > Bar > .bar--bar { color: $primary; background: $foreground 25%; }
-    }
-    """
-
-    compaction: reactive[CompactionStatus | None] = reactive(None)
-
-    def __init__(self) -> None:
-        super().__init__(total=STAGE_TOTAL, show_percentage=False, show_eta=False)
-
-    def watch_compaction(self, status: CompactionStatus | None) -> None:
-        running = status is not None and status.running
-        self.display = running
-        if running:
-            assert status is not None
-            self.update(progress=stage_progress(status))
 
 
 class MeterNotices(MeterPart):
@@ -690,7 +674,6 @@ class BudgetMeter(VerticalScroll):
         &.-compact > MeterTitle { color: $text-error; }
         & > MeterBar, & > MeterDetails, & > StepSparkline, & > MeterNotices { margin: 1 0 0 0; }
         & > MeterCompaction { margin: 1 0 0 0; display: none; }
-        & > CompactionProgress { margin: 0; }
         & > MeterBar { margin: 0; }
     }
     """
@@ -708,8 +691,6 @@ class BudgetMeter(VerticalScroll):
         yield MeterDetails().data_bind(BudgetMeter.reading)
         yield StepSparkline().data_bind(BudgetMeter.steps)
         yield MeterCompaction().data_bind(BudgetMeter.reading, BudgetMeter.compaction)
-        # The stage bar (CompactionProgress) is mounted by the first running compaction: a progress
-        # bar costs the first frame several milliseconds, and most sessions start without one.
         yield MeterNotices().data_bind(BudgetMeter.reading)
 
     def validate_report(self, report: object) -> Mapping[str, Any] | None:
@@ -726,12 +707,6 @@ class BudgetMeter(VerticalScroll):
 
     def watch_reading(self, reading: MeterReading) -> None:
         set_verdict_classes(self, reading.verdict)
-
-    def watch_compaction(self, status: CompactionStatus | None) -> None:
-        if status is not None and status.running and not self.query(CompactionProgress):
-            self.mount(
-                CompactionProgress().data_bind(BudgetMeter.compaction), after=self.query_one(MeterCompaction)
-            )
 
 
 class MeterLine(MeterPart):
