@@ -7,6 +7,7 @@ requests (`complete()`, SPEC C-11) answer from a separate script of summaries.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator, Sequence
 
 from foya_tui.runtime.model import ToolCall
@@ -68,3 +69,18 @@ class ScriptedClient:
         if isinstance(answer, str):
             return Completion(text=answer, finish_reason="stop", usage=None)
         return answer
+
+
+class WaitingSummaries(ScriptedClient):
+    """Replies from a script; a compaction request waits until it is cancelled (as a slow provider
+    would), so a test can press esc while the compaction runs."""
+
+    def __init__(self, *steps: str) -> None:
+        super().__init__(*steps)
+        self.asked = threading.Event()
+
+    def complete(self, request: ProviderRequest, cancel: CancelToken) -> Completion:
+        self.asked.set()
+        while not cancel.cancelled:
+            cancel._event.wait(0.01)
+        return CANCELLED_COMPLETION

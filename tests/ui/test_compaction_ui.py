@@ -4,7 +4,6 @@ compaction that waits. They assert the Bridge's messages, the store and what the
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -16,7 +15,6 @@ from textual.pilot import Pilot
 
 from foya_tui.paths import FoyaPaths
 from foya_tui.runtime.model import EventKind
-from foya_tui.runtime.providers.client import CANCELLED_COMPLETION, CancelToken, Completion, ProviderRequest
 from foya_tui.runtime.runtime import Runtime
 from foya_tui.runtime.updates import CompactionFinished, CompactionProgressed
 from foya_tui.settings import BudgetSettings, Settings
@@ -48,7 +46,7 @@ from foya_tui.ui.widgets.budget_meter import (
 from foya_tui.ui.widgets.checkpoint_tree import TreeEntry, ledger_counts_text
 from foya_tui.ui.widgets.message_block import MessageBlock
 from foya_tui.ui.widgets.prompt import Prompt
-from tests.fakes.scripted import ScriptedClient
+from tests.fakes.scripted import ScriptedClient, WaitingSummaries
 from tests.snapshots.snapshot_scene import (
     SEGMENTED,
     compaction_history,
@@ -121,21 +119,6 @@ def scripted(tmp_path: Path, workdir: Path) -> Iterator[Callable[..., Runtime]]:
     yield make
     for runtime in opened:
         runtime.close()
-
-
-class WaitingSummaries(ScriptedClient):
-    """Replies from a script; a compaction request waits until it is cancelled (as a slow provider
-    would), so a test can press esc while the compaction runs."""
-
-    def __init__(self, *steps: str) -> None:
-        super().__init__(*steps)
-        self.asked = threading.Event()
-
-    def complete(self, request: ProviderRequest, cancel: CancelToken) -> Completion:
-        self.asked.set()
-        while not cancel.cancelled:
-            cancel._event.wait(0.01)
-        return CANCELLED_COMPLETION
 
 
 async def inspector_shown(pilot: Pilot[None], wait_until: WaitUntil) -> InspectorScreen:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import shlex
 import sys
-import threading
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -22,12 +21,6 @@ from textual.pilot import Pilot
 from foya_tui.runtime.compaction.failures import BreakerState
 from foya_tui.runtime.compaction.report import DiagnosticRecord
 from foya_tui.runtime.model import EventKind
-from foya_tui.runtime.providers.client import (
-    CANCELLED_COMPLETION,
-    CancelToken,
-    Completion,
-    ProviderRequest,
-)
 from foya_tui.runtime.runtime import Runtime
 from foya_tui.runtime.updates import (
     CompactionFinished,
@@ -57,7 +50,7 @@ from foya_tui.ui.widgets.budget_meter import (
 from foya_tui.ui.widgets.message_block import ContextNote, MessageBlock, handoff_note, snip_note
 from foya_tui.ui.widgets.message_list import history_items
 from foya_tui.ui.widgets.prompt import Prompt
-from tests.fakes.scripted import ScriptedClient
+from tests.fakes.scripted import WaitingSummaries
 from tests.snapshots.snapshot_scene import (
     BREAKER_SETTINGS,
     SceneClock,
@@ -262,21 +255,6 @@ async def test_the_one_line_meter_keeps_the_new_states_short(app: FoyaApp, wait_
 
 
 # -- a running compaction: progress and cancel -----------------------------------------------------------
-
-
-class WaitingSummaries(ScriptedClient):
-    """Replies from a script; a compaction request waits until it is cancelled, as a slow provider
-    would, so a test can press esc while it runs."""
-
-    def __init__(self, *steps: str) -> None:
-        super().__init__(*steps)
-        self.asked = threading.Event()
-
-    def complete(self, request: ProviderRequest, cancel: CancelToken) -> Completion:
-        self.asked.set()
-        while not cancel.cancelled:
-            cancel._event.wait(0.01)
-        return CANCELLED_COMPLETION
 
 
 async def test_esc_cancels_a_budget_compaction_inside_a_turn_and_nothing_is_written(

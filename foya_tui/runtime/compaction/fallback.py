@@ -36,9 +36,6 @@ class FallbackResult:
 
     text: str
     kept_messages: tuple[Mapping[str, Any], ...]
-    kept_units: int
-    listed_units: int
-    omitted_units: int
 
 
 def _flat(text: str, limit: int) -> str:
@@ -160,7 +157,6 @@ def fallback_summary(
         used += TOKENS_PER_MESSAGE + counter.count(message_text(anchor_kept[0]))
     # The newest units first, whole; the one at the boundary may be capped; then stop.
     kept: list[list[dict[str, Any]]] = []
-    kept_count = 0
     index = len(units) - 1
     stop = anchor_unit if anchor_unit is not None else -1
     while index > stop:
@@ -177,7 +173,6 @@ def fallback_summary(
                 break
         kept.append(messages)
         used += tokens
-        kept_count += 1
         index -= 1
         if cut:
             break  # the boundary cuts at most one unit (K-10)
@@ -199,4 +194,4 @@ def fallback_summary(
     kept_messages = tuple(anchor_kept) + tuple(
         message for unit_messages in reversed(kept) for message in unit_messages
     )
-    return FallbackResult(text, kept_messages, kept_count, len(listed), omitted)
+    return FallbackResult(text, kept_messages)
