@@ -44,13 +44,13 @@ from foya_tui.runtime.compaction.planner import Plan, plan_compaction
 from foya_tui.runtime.compaction.recovery import CheckpointReader
 from foya_tui.runtime.compaction.service import CompactionService
 from foya_tui.runtime.compaction.text import RequestBudget, RequestBuilder, Summary
-from foya_tui.runtime.context.tokens import counter_for_model
 from foya_tui.runtime.model import EventKind
 from foya_tui.runtime.providers.client import CancelToken
 from foya_tui.runtime.providers.litellm_client import load_litellm
 from foya_tui.runtime.providers.routes import Route
 from foya_tui.runtime.providers.summary_format import SECTION_HEADINGS
 from foya_tui.runtime.runtime import Runtime
+from foya_tui.runtime.tokens import counter_for_model
 from foya_tui.settings import Settings
 
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)

@@ -20,10 +20,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from foya_tui.runtime.context.compiler import ContextCompiler
-from foya_tui.runtime.context.tokens import counter_for_model
 from foya_tui.runtime.model import EventKind, NewEvent
 from foya_tui.runtime.providers.routes import make_route
 from foya_tui.runtime.store import EventStore, open_database
+from foya_tui.runtime.tokens import counter_for_model
 from foya_tui.settings import Settings
 
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)

@@ -27,7 +27,7 @@ from collections.abc import Callable
 from json import decoder as json_decoder
 from pathlib import Path
 
-from foya_tui.runtime.context.tokens import (
+from foya_tui.runtime.tokens import (
     CachedCounter,
     CharWeightEstimator,
     TiktokenCounter,

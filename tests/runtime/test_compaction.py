@@ -27,7 +27,6 @@ from foya_tui.runtime.compaction.ledger import extract_ledger, is_directive
 from foya_tui.runtime.compaction.planner import NothingToCompact, Plan, plan_compaction, units_of
 from foya_tui.runtime.compaction.service import CompactionError, Proposal
 from foya_tui.runtime.compaction.summary import missing_mentions, summary_problems
-from foya_tui.runtime.context.tokens import count_messages
 from foya_tui.runtime.history import MessageLog
 from foya_tui.runtime.model import Event, EventKind, NewEvent
 from foya_tui.runtime.providers.catalog import SIMULATOR_MODELS
@@ -36,6 +35,7 @@ from foya_tui.runtime.providers.errors import FailureKind, ProviderError, Provid
 from foya_tui.runtime.providers.summary_format import IMAGE_PLACEHOLDER, SECTION_HEADINGS
 from foya_tui.runtime.runtime import Runtime
 from foya_tui.runtime.session import RewindError
+from foya_tui.runtime.tokens import count_messages
 from foya_tui.runtime.updates import CompactionFinished, CompactionProgressed, TurnFailed, TurnFinished
 from foya_tui.settings import CompactionSettings, Settings
 from tests.conftest import FIXED_NOW, make_paths

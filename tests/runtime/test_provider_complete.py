@@ -7,7 +7,6 @@ from typing import Any
 
 import pytest
 
-from foya_tui.runtime.context.tokens import count_messages, default_counter
 from foya_tui.runtime.providers.client import (
     CANCELLED_COMPLETION,
     CancelToken,
@@ -19,6 +18,7 @@ from foya_tui.runtime.providers.errors import FailureKind, ProviderError, Provid
 from foya_tui.runtime.providers.litellm_client import LiteLLMClient, load_litellm
 from foya_tui.runtime.providers.routes import make_route
 from foya_tui.runtime.providers.simulator import FAULTS_ENV
+from foya_tui.runtime.tokens import count_messages, default_counter
 from foya_tui.settings import Settings
 from tests.conftest import fake_settings
 from tests.fakes.openai_server import LENGTH_REPLY, FakeOpenAIServer, count_prompt_tokens

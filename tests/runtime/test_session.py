@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from foya_tui.runtime.context.tokens import count_messages, count_tools
 from foya_tui.runtime.model import EventKind
 from foya_tui.runtime.providers.client import CancelToken
 from foya_tui.runtime.runtime import Runtime
 from foya_tui.runtime.session import EmptyMessageError
+from foya_tui.runtime.tokens import count_messages, count_tools
 from foya_tui.runtime.updates import ReplyDelta, RetryScheduled, TurnFailed, TurnFinished, TurnStarted
 from tests.conftest import FIXED_NOW, fake_settings, make_paths
 from tests.fakes.openai_server import FakeOpenAIServer

@@ -11,7 +11,6 @@ from typing import Any
 
 import pytest
 
-from foya_tui.runtime.context.tokens import count_messages, default_counter
 from foya_tui.runtime.providers.client import CancelToken, Completion, ProviderRequest, StreamFinished
 from foya_tui.runtime.providers.errors import FailureKind, ProviderError, ProviderFailure
 from foya_tui.runtime.providers.litellm_client import LiteLLMClient
@@ -27,6 +26,7 @@ from foya_tui.runtime.providers.simulator import (
     native_state_of,
 )
 from foya_tui.runtime.providers.summary_format import HANDOFF_MARKER
+from foya_tui.runtime.tokens import count_messages, default_counter
 from foya_tui.settings import Settings
 from tests.runtime.test_simulator_summary import compaction_messages
 

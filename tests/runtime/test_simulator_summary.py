@@ -9,7 +9,6 @@ from typing import Any
 
 import pytest
 
-from foya_tui.runtime.context.tokens import count_messages, default_counter
 from foya_tui.runtime.providers.simulator import (
     FAULTS_ENV,
     SUMMARY_TOKEN_CAP,
@@ -29,6 +28,7 @@ from foya_tui.runtime.providers.summary_format import (
     close_tag,
     open_tag,
 )
+from foya_tui.runtime.tokens import count_messages, default_counter
 
 SMALL = "foya-sim/small"
 LARGE = "foya-sim/large"

@@ -25,10 +25,10 @@ from foya_tui.runtime.compaction.snip import (
     plan_snip,
 )
 from foya_tui.runtime.context.compiler import ContextCompiler, RequestView
-from foya_tui.runtime.context.tokens import count_messages, count_tools, counter_for_model
 from foya_tui.runtime.digests import sha256_hex
 from foya_tui.runtime.model import EventKind, NewEvent
 from foya_tui.runtime.runtime import Runtime
+from foya_tui.runtime.tokens import count_messages, count_tools, counter_for_model
 from foya_tui.runtime.tools.registry import HISTORY_READ_TOOL, ToolContext
 from tests.conftest import FIXED_NOW
 from tests.runtime.test_native_projection import commit_checkpoint, make_checkpoint

@@ -14,7 +14,7 @@ from foya_tui.runtime.compaction.checkpoint import (
     check_structure,
 )
 from foya_tui.runtime.compaction.summary import checkpoint_message_text, summary_problems
-from foya_tui.runtime.context.tokens import TOKENS_PER_MESSAGE, TokenCounter, message_text
+from foya_tui.runtime.tokens import TOKENS_PER_MESSAGE, TokenCounter, message_text
 
 
 def acceptance_problems(

@@ -16,11 +16,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from foya_tui.runtime.compaction.planner import Plan, Unit
-from foya_tui.runtime.context.tokens import TOKENS_PER_MESSAGE, TokenCounter, message_text
 from foya_tui.runtime.history import LogEntry
 from foya_tui.runtime.model import Role
 from foya_tui.runtime.providers.summary_format import IMAGE_PLACEHOLDER
 from foya_tui.runtime.text import content_text
+from foya_tui.runtime.tokens import TOKENS_PER_MESSAGE, TokenCounter, message_text
 
 TASK_CHARS = 1_200
 LINE_CHARS = 160

@@ -71,7 +71,6 @@ from foya_tui.runtime.compaction.text import (
 )
 from foya_tui.runtime.context.budget import Budget
 from foya_tui.runtime.context.compiler import ContextCompiler, HistorySnapshot, MessageSequence, RequestView
-from foya_tui.runtime.context.tokens import TOKENS_PER_MESSAGE, TokenCounter, counter_for_model, message_text
 from foya_tui.runtime.history import LogEntry, valid_events
 from foya_tui.runtime.model import Event, EventKind, NewEvent, Role, Usage
 from foya_tui.runtime.providers.client import CancelToken
@@ -79,6 +78,7 @@ from foya_tui.runtime.providers.routes import Route
 from foya_tui.runtime.providers.summary_format import HANDOFF_MARKER
 from foya_tui.runtime.store import CompactionStore, EventStore
 from foya_tui.runtime.text import content_text
+from foya_tui.runtime.tokens import TOKENS_PER_MESSAGE, TokenCounter, counter_for_model, message_text
 from foya_tui.settings import CompactionSettings
 
 ProgressCallback = Callable[[Stage, str], None]

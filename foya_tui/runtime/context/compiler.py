@@ -26,14 +26,6 @@ from foya_tui.runtime.compaction.snip import CandidateKind, SnipCandidate, k4_or
 from foya_tui.runtime.compaction.summary import checkpoint_message_text
 from foya_tui.runtime.context.budget import Budget, Verdict, compute_budget
 from foya_tui.runtime.context.sources import load_sources
-from foya_tui.runtime.context.tokens import (
-    TOKENS_PER_MESSAGE,
-    TOKENS_PER_REPLY,
-    TokenCounter,
-    count_tools,
-    counter_for_model,
-    message_text,
-)
 from foya_tui.runtime.context.tool_results import shortened_count, shortened_text
 from foya_tui.runtime.context.tracker import Estimate, EstimateSource, estimate_request, latest_baseline
 from foya_tui.runtime.digests import canonical_json, digest_of
@@ -43,6 +35,14 @@ from foya_tui.runtime.providers.catalog import ModelInfo, model_info
 from foya_tui.runtime.providers.client import ProviderRequest
 from foya_tui.runtime.providers.routes import Route
 from foya_tui.runtime.store import EventStore
+from foya_tui.runtime.tokens import (
+    TOKENS_PER_MESSAGE,
+    TOKENS_PER_REPLY,
+    TokenCounter,
+    count_tools,
+    counter_for_model,
+    message_text,
+)
 from foya_tui.runtime.tools.registry import Effect, ToolRegistry
 from foya_tui.settings import Settings, ToolSettings
 

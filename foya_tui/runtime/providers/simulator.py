@@ -54,7 +54,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from foya_tui.runtime.context.tokens import TokenCounter, count_messages, count_tools, default_counter
 from foya_tui.runtime.model import ToolCall
 from foya_tui.runtime.providers.catalog import SIMULATOR_MODELS
 from foya_tui.runtime.providers.summary_format import (
@@ -70,6 +69,7 @@ from foya_tui.runtime.providers.summary_format import (
     blocks,
 )
 from foya_tui.runtime.text import content_text
+from foya_tui.runtime.tokens import TokenCounter, count_messages, count_tools, default_counter
 
 FAULTS_ENV = "FOYA_SIM_FAULTS"
 SUMMARY_FAULT_NAMES = frozenset({"summary-truncated", "summary-sections", "summary-length"})

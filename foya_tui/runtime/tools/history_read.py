@@ -10,10 +10,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from foya_tui.runtime.context.tokens import default_counter
 from foya_tui.runtime.digests import sha256_hex
 from foya_tui.runtime.history import message_role, rewound
 from foya_tui.runtime.model import Event, Role
+from foya_tui.runtime.tokens import default_counter
 from foya_tui.runtime.tools.registry import HISTORY_READ_TOOL, ToolContext, ToolResult, ToolSpec, error
 
 READ_DEFAULT_CHARS = 8_000
