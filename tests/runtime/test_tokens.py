@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from foya_tui.runtime.context import tokens
+from foya_tui.runtime import tokens
 from foya_tui.runtime.tokens import (
     TOKENS_PER_MESSAGE,
     TOKENS_PER_REPLY,
