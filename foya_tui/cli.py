@@ -15,13 +15,12 @@ from pathlib import Path
 from typing import NoReturn
 
 from foya_tui import __version__
+from foya_tui.errors import EXIT_FAILED, EXIT_OK, FoyaError, InputError
 from foya_tui.settings import APPROVAL_MODES
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
-
-class UsageError(Exception):
-    """A mistake in what the user asked for: one line, exit code 2."""
+class UsageError(InputError):
+    """A mistake on the command line itself (a flag, an empty prompt, an unreadable file)."""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -461,11 +460,6 @@ def _cmd_tui(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from foya_tui.runtime.compaction.service import CompactionError
-    from foya_tui.runtime.store import SearchError, StoreError, UnknownSessionError
-    from foya_tui.runtime.transcripts import TranscriptError
-    from foya_tui.settings import SettingsError
-
     try:
         args = build_parser().parse_args(argv)
         handler = {
@@ -482,19 +476,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             "fork": _cmd_fork,
         }.get(args.command, _cmd_tui)
         return handler(args)
-    except (
-        UsageError,
-        SettingsError,
-        UnknownSessionError,
-        TranscriptError,
-        StoreError,
-        CompactionError,
-        SearchError,
-        ValueError,
-    ) as exc:
-        message = exc.args[0] if exc.args else str(exc)
-        print(f"foya: {message}", file=sys.stderr)
-        return EXIT_USAGE
+    except FoyaError as exc:
+        # Bad input exits 2 having written nothing; other failures say why and exit 1. Anything
+        # that is not a FoyaError is a bug, and shows as one.
+        print(f"foya: {exc.message}", file=sys.stderr)
+        return exc.exit_code
     except BrokenPipeError:
         # `foya export … | head`: the reader left; that is not an error.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

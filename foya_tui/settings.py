@@ -16,12 +16,14 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from foya_tui.errors import InputError
+
 DEFAULT_MODEL = "foya-sim/small"
 DEFAULT_CONNECTION = "default"
 APPROVAL_MODES = ("read-only", "ask", "auto")
 
 
-class SettingsError(ValueError):
+class SettingsError(InputError):
     """The configuration file or an environment override is invalid (a one-line message)."""
 
 

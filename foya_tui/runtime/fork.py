@@ -12,13 +12,14 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from foya_tui.runtime.compaction.planner import units_of
-from foya_tui.runtime.history import LogEntry, MessageLog, message_role, valid_events
+from foya_tui.errors import InputError
 from foya_tui.runtime.model import Event, EventKind, NewArtifact, NewEvent, Role, SessionInfo
 from foya_tui.runtime.store import EventStore
+from foya_tui.runtime.view.groups import group_split
+from foya_tui.runtime.view.history import LogEntry, MessageLog, message_role, valid_events
 
 
-class ForkError(ValueError):
+class ForkError(InputError):
     """A fork point that history cannot be cut at (one line for the user)."""
 
 
@@ -41,13 +42,10 @@ def _check_fork_point(at_seq: int, last: int, valid: Sequence[Event]) -> None:
         raise ForkError(
             f"seq {at_seq} is not an event of this session's valid history (rewound or unreadable)"
         )
-    for unit in units_of(_log(valid)):
-        if unit.is_step and unit.first_seq <= at_seq < unit.last_seq:
-            before = max((seq for seq in seqs if seq < unit.first_seq), default=0)
-            raise ForkError(
-                f"seq {at_seq} would separate tool calls from their results: fork at {unit.last_seq} "
-                f"(after the results) or at {before} (before the calls)"
-            )
+    split = group_split(_log(valid), at_seq)
+    if split is not None:
+        before = max((seq for seq in seqs if seq < split.group.first_seq), default=0)
+        raise ForkError(split.refusal("fork at", before))
 
 
 def _extras(result: Event) -> dict[str, Any]:

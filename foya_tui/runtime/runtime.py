@@ -12,10 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from foya_tui.paths import FoyaPaths
-from foya_tui.runtime.compaction.checkpoint import Phase
 from foya_tui.runtime.compaction.failures import Trigger
 from foya_tui.runtime.compaction.native import ProviderNativeCompactor
-from foya_tui.runtime.compaction.recovery import CheckpointReader
 from foya_tui.runtime.compaction.report import (
     InspectReport,
     RecallHit,
@@ -43,6 +41,8 @@ from foya_tui.runtime.store.search import ProgressCallback as IndexProgress
 from foya_tui.runtime.tools.approval import ApprovalPolicy, Approver
 from foya_tui.runtime.tools.registry import default_registry
 from foya_tui.runtime.transcripts import parse_transcript
+from foya_tui.runtime.view.checkpoint import Phase
+from foya_tui.runtime.view.recovery import CheckpointReader
 from foya_tui.settings import Settings, SettingsError
 
 

@@ -20,15 +20,11 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from foya_tui.runtime.compaction.checkpoint import Phase
+from foya_tui.errors import InputError
 from foya_tui.runtime.compaction.failures import Outcome, Stage, Trigger
-from foya_tui.runtime.compaction.handoff import EpochStatus, handoff_event
-from foya_tui.runtime.compaction.planner import units_of
 from foya_tui.runtime.compaction.service import CompactionResult, CompactionService
-from foya_tui.runtime.compaction.snip import SnipPlan, cache_is_cold, plan_micro, plan_snip
 from foya_tui.runtime.context.budget import Verdict
 from foya_tui.runtime.context.compiler import ContextCompiler, RequestView
-from foya_tui.runtime.history import rewound
 from foya_tui.runtime.model import EventKind, NewEvent, SessionInfo, ToolCall, Usage
 from foya_tui.runtime.providers.client import (
     CancelToken,
@@ -61,17 +57,22 @@ from foya_tui.runtime.updates import (
     TurnFinished,
     TurnStarted,
 )
+from foya_tui.runtime.view.checkpoint import Phase
+from foya_tui.runtime.view.groups import group_split
+from foya_tui.runtime.view.handoff import EpochStatus, handoff_event
+from foya_tui.runtime.view.history import rewound
+from foya_tui.runtime.view.snip import SnipPlan, cache_is_cold, plan_micro, plan_snip
 
 TITLE_LENGTH = 60
 CANCELLED_RESULT = "[cancelled by the user before this call finished]"
 PARALLEL_READS = 4
 
 
-class EmptyMessageError(ValueError):
+class EmptyMessageError(InputError):
     """The user tried to send nothing."""
 
 
-class RewindError(ValueError):
+class RewindError(InputError):
     """A rewind target is not a place history can go back to (one line for the user)."""
 
 
@@ -185,7 +186,10 @@ class Session:
         snip of old tool turns under pressure (K-4), the handoff reminder in the 70–80% band (K-1),
         then the LLM compaction at the compaction line. Micro and snip results are pending until
         the compaction succeeded or was not needed; a failed or cancelled compaction leaves them
-        unwritten. Returns the view to send, or None when the turn ended here."""
+        unwritten. Returns the view to send, or None when the turn ended here.
+
+        Each compile here follows a change (a pending snip, a stored handoff record); when the
+        pipeline ends with nothing pending and no compaction run, the last view is the request."""
         view = self.context()
         if self._compaction is None:
             return view
@@ -219,8 +223,10 @@ class Session:
             (record,) = self.store.append(self.id, [handoff_event(view.handoff_epoch)])
             yield HandoffRecorded(self.id, record.seq, view.handoff_epoch)
             view = self._compiler.compile(self.id, self.route, snips=frozenset(pending))
+        compacted = False
         if view.verdict is Verdict.COMPACT and view.snapshot_known and not self._budget_compaction_blocked:
             # SPEC C-2 budget trigger: the estimate is over the high-water mark before a step.
+            compacted = True
             result = yield from self.compact(Trigger.BUDGET, cancel)
             if cancel.cancelled:
                 yield TurnFailed(self.id, "cancelled by the user", "cancelled")
@@ -244,6 +250,8 @@ class Session:
                 self.store.append(self.id, [plan.event() for plan in events])
                 for plan in events:
                     yield ContextSnipped(self.id, str(plan.mode), len(plan.seqs), plan.tokens_saved)
+        if not pending and not compacted:
+            return view  # nothing was written since it was compiled
         return self.context()
 
     def _step(self, cancel: CancelToken) -> Iterator[RuntimeUpdate]:
@@ -410,13 +418,9 @@ class Session:
                 or rewound(to_seq, self.store.rewinds_after(self.id, to_seq))
             ):
                 raise RewindError(f"seq {to_seq} is not an event of this session's valid history")
-        snapshot = self._compiler.snapshot(self.id)
-        for unit in units_of(snapshot.entries):
-            if unit.first_seq <= to_seq < unit.last_seq and unit.is_step:
-                raise RewindError(
-                    f"seq {to_seq} would separate tool calls from their results: rewind to {unit.last_seq} "
-                    f"(after the results) or to {unit.first_seq - 1} (before the calls)"
-                )
+        split = group_split(self._compiler.snapshot(self.id).entries, to_seq)
+        if split is not None:
+            raise RewindError(split.refusal("rewind to", split.group.first_seq - 1))
         (event,) = self.store.append(self.id, [NewEvent(EventKind.REWIND, {"to_seq": to_seq})])
         self.info = self.store.get_session(self.id)
         return event.seq

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from foya_tui.errors import InputError
 from foya_tui.runtime.model import EventKind, NewArtifact, NewEvent
 
 ROLES = ("system", "user", "assistant", "tool")
@@ -21,7 +22,7 @@ MAX_IMAGE_BYTES = 50 * 1024 * 1024
 _DATA_URL = re.compile(r"data:(image/[\w.+-]+);base64,(.*)", re.DOTALL)
 
 
-class TranscriptError(ValueError):
+class TranscriptError(InputError):
     """The transcript cannot be imported; the message says where and why, in one line."""
 
 

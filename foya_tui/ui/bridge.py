@@ -444,8 +444,8 @@ class Bridge(Widget):
         """Read the message events `segment` summarises (seqs from_seq..through_seq of valid history),
         each with the start of its text."""
         from foya_tui.runtime.compaction.report import RecallHit
-        from foya_tui.runtime.history import rewound, valid_events
         from foya_tui.runtime.store.search import message_body, snippet
+        from foya_tui.runtime.view.history import rewound, valid_events
 
         worker = get_current_worker()
         try:

@@ -10,13 +10,14 @@ from textual.app import App
 from textual.theme import Theme
 
 import foya_tui
+from foya_tui.errors import InputError
 
 DEFAULT_THEME = "foya-dark"
 LIGHT_THEME = "foya-light"
 _THEME_FIELDS = {f.name for f in fields(Theme)}
 
 
-class ThemeError(ValueError):
+class ThemeError(InputError):
     """A theme file cannot be read or names a field Textual does not know."""
 
 

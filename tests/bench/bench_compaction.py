@@ -37,11 +37,8 @@ from typing import Any
 
 from foya_tui.paths import FoyaPaths
 from foya_tui.runtime.compaction.acceptance import acceptance_problems
-from foya_tui.runtime.compaction.checkpoint import Checkpoint, Phase
 from foya_tui.runtime.compaction.failures import Trigger
-from foya_tui.runtime.compaction.ledger import Ledger
 from foya_tui.runtime.compaction.planner import Plan, plan_compaction
-from foya_tui.runtime.compaction.recovery import CheckpointReader
 from foya_tui.runtime.compaction.service import CompactionService
 from foya_tui.runtime.compaction.text import RequestBudget, RequestBuilder, Summary
 from foya_tui.runtime.model import EventKind
@@ -51,6 +48,9 @@ from foya_tui.runtime.providers.routes import Route
 from foya_tui.runtime.providers.summary_format import SECTION_HEADINGS
 from foya_tui.runtime.runtime import Runtime
 from foya_tui.runtime.tokens import counter_for_model
+from foya_tui.runtime.view.checkpoint import Checkpoint, Phase
+from foya_tui.runtime.view.ledger import Ledger
+from foya_tui.runtime.view.recovery import CheckpointReader
 from foya_tui.settings import Settings
 
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)

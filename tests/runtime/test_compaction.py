@@ -15,19 +15,10 @@ from typing import Any
 import pytest
 
 from foya_tui.cli import main
-from foya_tui.runtime.compaction.checkpoint import (
-    MAX_MESSAGES,
-    Checkpoint,
-    CheckpointError,
-    Phase,
-    parse_checkpoint,
-)
 from foya_tui.runtime.compaction.failures import Outcome, Trigger
-from foya_tui.runtime.compaction.ledger import extract_ledger, is_directive
-from foya_tui.runtime.compaction.planner import NothingToCompact, Plan, plan_compaction, units_of
+from foya_tui.runtime.compaction.planner import NothingToCompact, Plan, plan_compaction
 from foya_tui.runtime.compaction.service import CompactionError, Proposal
 from foya_tui.runtime.compaction.summary import missing_mentions, summary_problems
-from foya_tui.runtime.history import MessageLog
 from foya_tui.runtime.model import Event, EventKind, NewEvent
 from foya_tui.runtime.providers.catalog import SIMULATOR_MODELS
 from foya_tui.runtime.providers.client import CANCELLED_COMPLETION, CancelToken, Completion, ProviderRequest
@@ -37,6 +28,16 @@ from foya_tui.runtime.runtime import Runtime
 from foya_tui.runtime.session import RewindError
 from foya_tui.runtime.tokens import count_messages
 from foya_tui.runtime.updates import CompactionFinished, CompactionProgressed, TurnFailed, TurnFinished
+from foya_tui.runtime.view.checkpoint import (
+    MAX_MESSAGES,
+    Checkpoint,
+    CheckpointError,
+    Phase,
+    parse_checkpoint,
+)
+from foya_tui.runtime.view.groups import units_of
+from foya_tui.runtime.view.history import MessageLog
+from foya_tui.runtime.view.ledger import extract_ledger, is_directive
 from foya_tui.settings import CompactionSettings, Settings
 from tests.conftest import FIXED_NOW, make_paths
 from tests.fakes.scripted import ScriptedClient

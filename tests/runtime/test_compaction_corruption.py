@@ -23,10 +23,10 @@ from typing import Any
 import pytest
 
 from foya_tui.cli import main
-from foya_tui.runtime.compaction.checkpoint import Checkpoint
 from foya_tui.runtime.context.compiler import ContextCompiler, RequestView
 from foya_tui.runtime.digests import digest_of
 from foya_tui.runtime.runtime import Runtime
+from foya_tui.runtime.view.checkpoint import Checkpoint
 from foya_tui.settings import Settings
 from tests.conftest import FIXED_NOW, make_paths
 from tests.runtime.compaction_child import more_steps, transcript

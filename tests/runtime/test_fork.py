@@ -16,11 +16,11 @@ import pytest
 
 from foya_tui.cli import main
 from foya_tui.runtime.fork import ForkError, fork_session
-from foya_tui.runtime.history import MISSING_TOOL_RESULT, history_messages, valid_events
 from foya_tui.runtime.model import Event, EventKind, Message, NewEvent
 from foya_tui.runtime.runtime import Runtime
 from foya_tui.runtime.store import UnknownSessionError
 from foya_tui.runtime.updates import TurnFinished
+from foya_tui.runtime.view.history import MISSING_TOOL_RESULT, history_messages, valid_events
 from foya_tui.settings import Settings
 from tests.conftest import FIXED_NOW, make_paths
 

@@ -10,24 +10,23 @@ from typing import Any
 
 import pytest
 
-from foya_tui.runtime.compaction.handoff import (
+from foya_tui.runtime.context.budget import Verdict
+from foya_tui.runtime.context.compiler import ContextCompiler, RequestView
+from foya_tui.runtime.context.report import HandoffState, handoff_state
+from foya_tui.runtime.context.tracker import EstimateSource
+from foya_tui.runtime.model import Event, EventKind, NewEvent, Role
+from foya_tui.runtime.runtime import Runtime
+from foya_tui.runtime.tokens import count_messages, count_tools, counter_for_model
+from foya_tui.runtime.view.handoff import (
     HANDOFF_MARKER,
     MAX_TEXT_CHARS,
     REMINDER_TEXT,
     EpochStatus,
-    HandoffState,
     epoch_of,
     handoff_event,
-    handoff_state,
     parse_handoff,
 )
-from foya_tui.runtime.context.budget import Verdict
-from foya_tui.runtime.context.compiler import ContextCompiler, RequestView
-from foya_tui.runtime.context.tracker import EstimateSource
-from foya_tui.runtime.history import MessageLog, event_message, message_role
-from foya_tui.runtime.model import Event, EventKind, NewEvent, Role
-from foya_tui.runtime.runtime import Runtime
-from foya_tui.runtime.tokens import count_messages, count_tools, counter_for_model
+from foya_tui.runtime.view.history import MessageLog, event_message, message_role
 from foya_tui.settings import ModelSettings, Settings
 from tests.conftest import FIXED_NOW
 from tests.runtime.test_native_projection import commit_checkpoint, make_checkpoint

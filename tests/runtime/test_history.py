@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from foya_tui.runtime.history import (
+from foya_tui.runtime.model import Event, EventKind, Role
+from foya_tui.runtime.view.history import (
     MISSING_TOOL_RESULT,
     anchor_seq,
     history_messages,
     rewound,
     valid_events,
 )
-from foya_tui.runtime.model import Event, EventKind, Role
 
 
 def ev(seq: int, kind: EventKind, **payload: Any) -> Event:

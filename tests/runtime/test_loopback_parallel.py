@@ -12,7 +12,6 @@ from typing import Any
 
 import pytest
 
-from foya_tui.runtime.history import valid_events
 from foya_tui.runtime.model import EventKind
 from foya_tui.runtime.providers.client import CancelToken, ProviderRequest, StreamFinished
 from foya_tui.runtime.providers.errors import FailureKind, ProviderError
@@ -21,6 +20,7 @@ from foya_tui.runtime.providers.routes import make_route
 from foya_tui.runtime.providers.summary_format import COMPACTION_MARKER, SECTION_HEADINGS
 from foya_tui.runtime.runtime import Runtime
 from foya_tui.runtime.updates import TurnFinished
+from foya_tui.runtime.view.history import valid_events
 from tests.conftest import FIXED_NOW, fake_settings, make_paths
 from tests.fakes.openai_server import FakeOpenAIServer, count_prompt_tokens
 from tests.fakes.test_openai_server import request

@@ -7,13 +7,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from foya_tui.runtime.compaction.checkpoint import Checkpoint, Phase, ProjectionKind, Segment
 from foya_tui.runtime.context.compiler import RequestView
 from foya_tui.runtime.digests import canonical_json
 from foya_tui.runtime.model import EventKind, NewEvent
 from foya_tui.runtime.providers.routes import Route
 from foya_tui.runtime.runtime import Runtime
 from foya_tui.runtime.tokens import TOKENS_PER_MESSAGE, count_messages, count_tools, counter_for_model
+from foya_tui.runtime.view.checkpoint import Checkpoint, Phase, ProjectionKind, Segment
 
 NATIVE_STATE = {"type": "foya-sim.native", "summary": "the user asked about modules 1 and 2", "n": 2}
 

@@ -14,7 +14,6 @@ from typing import Any
 
 from foya_tui.cli import main
 from foya_tui.runtime.compaction.acceptance import effect_gate_problems
-from foya_tui.runtime.compaction.checkpoint import Phase
 from foya_tui.runtime.compaction.failures import Outcome, Trigger
 from foya_tui.runtime.compaction.planner import NothingToCompact, plan_compaction
 from foya_tui.runtime.compaction.summary import REREADABLE_OMITTED, summary_problems
@@ -36,6 +35,7 @@ from foya_tui.runtime.updates import (
     TurnFailed,
     TurnFinished,
 )
+from foya_tui.runtime.view.checkpoint import Phase
 from foya_tui.settings import CompactionSettings, ModelSettings, Settings
 from tests.conftest import FIXED_NOW, make_paths
 from tests.fakes.scripted import GENERIC_SUMMARY, ScriptedClient

@@ -13,9 +13,6 @@ from typing import Any
 
 import pytest
 
-from foya_tui.runtime.compaction.ledger import Ledger
-from foya_tui.runtime.compaction.summary import checkpoint_message_text
-from foya_tui.runtime.history import valid_events
 from foya_tui.runtime.model import EventKind, ToolCall
 from foya_tui.runtime.providers.client import CancelToken, ProviderRequest, StreamFinished
 from foya_tui.runtime.providers.litellm_client import LiteLLMClient
@@ -28,6 +25,9 @@ from foya_tui.runtime.providers.simulator import (
 from foya_tui.runtime.providers.summary_format import HANDOFF_MARKER
 from foya_tui.runtime.runtime import Runtime
 from foya_tui.runtime.updates import TurnFinished
+from foya_tui.runtime.view.history import valid_events
+from foya_tui.runtime.view.ledger import Ledger
+from foya_tui.runtime.view.projection import checkpoint_message_text
 from foya_tui.settings import Settings
 from tests.conftest import FIXED_NOW, make_paths
 

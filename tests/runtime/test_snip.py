@@ -13,8 +13,14 @@ from typing import Any
 
 import pytest
 
-from foya_tui.runtime.compaction.checkpoint import Phase
-from foya_tui.runtime.compaction.snip import (
+from foya_tui.runtime.context.compiler import ContextCompiler, RequestView
+from foya_tui.runtime.digests import sha256_hex
+from foya_tui.runtime.model import EventKind, NewEvent
+from foya_tui.runtime.runtime import Runtime
+from foya_tui.runtime.tokens import count_messages, count_tools, counter_for_model
+from foya_tui.runtime.tools.registry import HISTORY_READ_TOOL, ToolContext
+from foya_tui.runtime.view.checkpoint import Phase
+from foya_tui.runtime.view.snip import (
     CandidateKind,
     SnipCandidate,
     SnipMode,
@@ -24,12 +30,6 @@ from foya_tui.runtime.compaction.snip import (
     plan_micro,
     plan_snip,
 )
-from foya_tui.runtime.context.compiler import ContextCompiler, RequestView
-from foya_tui.runtime.digests import sha256_hex
-from foya_tui.runtime.model import EventKind, NewEvent
-from foya_tui.runtime.runtime import Runtime
-from foya_tui.runtime.tokens import count_messages, count_tools, counter_for_model
-from foya_tui.runtime.tools.registry import HISTORY_READ_TOOL, ToolContext
 from tests.conftest import FIXED_NOW
 from tests.runtime.test_native_projection import commit_checkpoint, make_checkpoint
 

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from foya_tui.runtime.history import valid_events
 from foya_tui.runtime.model import EventKind, NewEvent
 from foya_tui.runtime.store import EventStore, StoreError, UnknownSessionError, open_database
 from foya_tui.runtime.store.tables import SCHEMA_VERSION
+from foya_tui.runtime.view.history import valid_events
 
 INSERT_EVENT = "INSERT INTO event (session_id, seq, kind, payload, created_at) VALUES (?, ?, ?, ?, 'x')"
 

@@ -14,9 +14,9 @@ from textual.command import CommandList
 from textual.pilot import Pilot
 from textual.widgets import Input
 
-from foya_tui.runtime.history import valid_events
 from foya_tui.runtime.runtime import Runtime
 from foya_tui.runtime.store.search import message_body
+from foya_tui.runtime.view.history import valid_events
 from foya_tui.ui.app import FoyaApp
 from foya_tui.ui.messages import HistoryReadFailed, HistorySearched, SourceEventsRead
 from foya_tui.ui.screens.history_event import HistoryEventScreen

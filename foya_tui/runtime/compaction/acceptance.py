@@ -7,14 +7,15 @@ from __future__ import annotations
 
 import json
 
-from foya_tui.runtime.compaction.checkpoint import (
+from foya_tui.runtime.compaction.summary import summary_problems
+from foya_tui.runtime.tokens import TOKENS_PER_MESSAGE, TokenCounter, message_text
+from foya_tui.runtime.view.checkpoint import (
     Checkpoint,
     CheckpointError,
     ProjectionKind,
     check_structure,
 )
-from foya_tui.runtime.compaction.summary import checkpoint_message_text, summary_problems
-from foya_tui.runtime.tokens import TOKENS_PER_MESSAGE, TokenCounter, message_text
+from foya_tui.runtime.view.projection import checkpoint_text
 
 
 def acceptance_problems(
@@ -72,13 +73,7 @@ def replacement_tokens(checkpoint: Checkpoint, counter: TokenCounter) -> int:
             json.dumps(checkpoint.native_state, ensure_ascii=False, separators=(",", ":"))
         )
     else:
-        text = checkpoint_message_text(
-            [(segment.from_seq, segment.through_seq, segment.text) for segment in checkpoint.segments],
-            checkpoint.ledger,
-            checkpoint.id,
-            checkpoint.covered_messages,
-        )
-        head = TOKENS_PER_MESSAGE + counter.count(text)
+        head = TOKENS_PER_MESSAGE + counter.count(checkpoint_text(checkpoint))
     return head + sum(TOKENS_PER_MESSAGE + counter.count(message_text(m)) for m in checkpoint.kept_messages)
 
 

@@ -15,12 +15,13 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from foya_tui.runtime.compaction.planner import Plan, Unit
-from foya_tui.runtime.history import LogEntry
+from foya_tui.runtime.compaction.planner import Plan
 from foya_tui.runtime.model import Role
 from foya_tui.runtime.providers.summary_format import IMAGE_PLACEHOLDER
 from foya_tui.runtime.text import content_text
 from foya_tui.runtime.tokens import TOKENS_PER_MESSAGE, TokenCounter, message_text
+from foya_tui.runtime.view.groups import Unit
+from foya_tui.runtime.view.history import LogEntry
 
 TASK_CHARS = 1_200
 LINE_CHARS = 160

@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from foya_tui.errors import FoyaError
 from foya_tui.runtime.compaction.text import CompactionCancelled, RequestBudget, RequestOverflow
 from foya_tui.runtime.model import Usage
 from foya_tui.runtime.providers.catalog import lookup_model
@@ -24,7 +25,7 @@ from foya_tui.runtime.providers.routes import Route
 MAX_STATE_BYTES = 4 * 1024 * 1024
 
 
-class NativeUnavailable(Exception):
+class NativeUnavailable(FoyaError):
     """Native compaction is unsupported on this route or gave no usable state: use Text (C-11)."""
 
 

@@ -1,11 +1,8 @@
 """Provides the compaction planner: which contiguous, complete prefix of valid history a checkpoint
 may cover, at which safe boundary (SPEC C-1, C-3, C-4).
 
-History is cut into *units*: a user message; an assistant message with the results of all its
-calls (an atomic tool group, parallel batches included, call ids matched per group so repeated ids
-pair correctly); an assistant message without calls. A boundary only ever falls between units,
-so a call is never separated from its result, and the incomplete group at the end of history
-(calls still waiting) never enters the prefix.
+The units a boundary may fall between, and why, live in `view/groups.py`; this module chooses the
+phase and how many of them a checkpoint covers.
 """
 
 from __future__ import annotations
@@ -13,44 +10,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from foya_tui.runtime.compaction.checkpoint import Phase
-from foya_tui.runtime.history import LogEntry
-from foya_tui.runtime.model import Role
-
-
-@dataclass(frozen=True)
-class Unit:
-    """Whole messages that move together: entries[first..last] of the message log."""
-
-    first: int
-    last: int
-    first_seq: int
-    last_seq: int
-    role: Role
-    """The role of its head message: user, or assistant (a work step)."""
-
-    @property
-    def is_step(self) -> bool:
-        return self.role is Role.ASSISTANT
-
-
-def units_of(entries: Sequence[LogEntry], open_group_seq: int | None = None) -> list[Unit]:
-    """The complete units of a message log, in order (the open group at the end left out)."""
-    units: list[Unit] = []
-    start = 0
-    count = len(entries)
-    while start < count:
-        end = start
-        head = entries[start].message
-        if head.role is Role.ASSISTANT:
-            while end + 1 < count and entries[end + 1].message.role is Role.TOOL:
-                end += 1
-        if head.role is Role.ASSISTANT and entries[start].seq == open_group_seq:
-            break  # calls still waiting for their results: incomplete (SPEC C-4)
-        seqs = [entries[index].seq for index in range(start, end + 1)]
-        units.append(Unit(start, end, min(seqs), max(seqs), head.role))
-        start = end + 1
-    return units
+from foya_tui.runtime.view.checkpoint import Phase
+from foya_tui.runtime.view.groups import Unit, units_of
+from foya_tui.runtime.view.history import LogEntry
 
 
 @dataclass(frozen=True)

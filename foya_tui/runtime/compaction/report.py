@@ -10,11 +10,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from foya_tui.runtime.compaction.checkpoint import Checkpoint
 from foya_tui.runtime.compaction.failures import BreakerState
-from foya_tui.runtime.compaction.recovery import CheckpointReader, CheckpointRecord
 from foya_tui.runtime.model import EventKind
 from foya_tui.runtime.store import AcceptedBoundary, CompactionStore, EventStore, Fingerprint
+from foya_tui.runtime.view.checkpoint import Checkpoint
+from foya_tui.runtime.view.recovery import CheckpointReader, CheckpointRecord
 
 
 @dataclass(frozen=True)

@@ -24,21 +24,13 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from foya_tui.errors import InputError
 from foya_tui.runtime.compaction.acceptance import (
     GATE_MAX_TOKENS,
     GATE_WINDOW_SHARE,
     acceptance_problems,
     effect_gate_problems,
     replacement_tokens,
-)
-from foya_tui.runtime.compaction.checkpoint import (
-    MAX_SEGMENTS,
-    Checkpoint,
-    CheckpointError,
-    Phase,
-    ProjectionKind,
-    Segment,
-    check_structure,
 )
 from foya_tui.runtime.compaction.failures import (
     BreakerState,
@@ -53,9 +45,8 @@ from foya_tui.runtime.compaction.failures import (
 )
 from foya_tui.runtime.compaction.fallback import fallback_summary
 from foya_tui.runtime.compaction.hook import hook_veto
-from foya_tui.runtime.compaction.ledger import Ledger, extract_ledger
 from foya_tui.runtime.compaction.native import NativeCompactor, NativeUnavailable
-from foya_tui.runtime.compaction.planner import NothingToCompact, Plan, Unit, plan_compaction
+from foya_tui.runtime.compaction.planner import NothingToCompact, Plan, plan_compaction
 from foya_tui.runtime.compaction.summary import (
     SYSTEM_PROMPT,
     PreviousSummary,
@@ -71,7 +62,6 @@ from foya_tui.runtime.compaction.text import (
 )
 from foya_tui.runtime.context.budget import Budget
 from foya_tui.runtime.context.compiler import ContextCompiler, HistorySnapshot, MessageSequence, RequestView
-from foya_tui.runtime.history import LogEntry, valid_events
 from foya_tui.runtime.model import Event, EventKind, NewEvent, Role, Usage
 from foya_tui.runtime.providers.client import CancelToken
 from foya_tui.runtime.providers.routes import Route
@@ -79,6 +69,18 @@ from foya_tui.runtime.providers.summary_format import HANDOFF_MARKER
 from foya_tui.runtime.store import CompactionStore, EventStore
 from foya_tui.runtime.text import content_text
 from foya_tui.runtime.tokens import TOKENS_PER_MESSAGE, TokenCounter, counter_for_model, message_text
+from foya_tui.runtime.view.checkpoint import (
+    MAX_SEGMENTS,
+    Checkpoint,
+    CheckpointError,
+    Phase,
+    ProjectionKind,
+    Segment,
+    check_structure,
+)
+from foya_tui.runtime.view.groups import Unit
+from foya_tui.runtime.view.history import LogEntry, valid_events
+from foya_tui.runtime.view.ledger import Ledger, extract_ledger
 from foya_tui.settings import CompactionSettings
 
 ProgressCallback = Callable[[Stage, str], None]
@@ -98,7 +100,7 @@ _MESSAGE_KINDS = frozenset(
 )
 
 
-class CompactionError(Exception):
+class CompactionError(InputError):
     """A compaction operation cannot start (one line for the user)."""
 
 
@@ -460,7 +462,7 @@ class CompactionService:
         """The text compactor on one summary route, with C-13 back-off, K-9 gates and C-12."""
         session_id = snapshot.session_id
         current = snapshot.current
-        budget = before.budget if summary_route == route else self._compiler.preview(summary_route).budget
+        budget = before.budget if summary_route == route else self._compiler.first_budget(summary_route)
         while True:
             plan = attempt.plan
             assert plan is not None

@@ -1,5 +1,6 @@
 """Provides text summaries: the compaction request (prompt and transcript), the validation of a
-candidate (SPEC C-8, C-9), the repair request, and the checkpoint message the model then sees.
+candidate (SPEC C-8, C-9) and the repair request. The checkpoint message the model then sees
+is rendered by `view/projection.py`.
 
 The summariser reads text: messages become `[seq N] role: …` lines, long ones capped per message
 (the full text stays in canonical history), images a fixed placeholder (SPEC K-13).
@@ -13,11 +14,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from foya_tui.runtime.compaction.ledger import Ledger
-from foya_tui.runtime.history import LogEntry
 from foya_tui.runtime.model import Role
 from foya_tui.runtime.providers.summary_format import (
-    CHECKPOINT_MESSAGE_PREFIX,
     COMPACTION_MARKER,
     IMAGE_PLACEHOLDER,
     MUST_MENTION_DIRECTIVE,
@@ -31,6 +29,8 @@ from foya_tui.runtime.providers.summary_format import (
     open_tag,
 )
 from foya_tui.runtime.text import content_text
+from foya_tui.runtime.view.history import LogEntry
+from foya_tui.runtime.view.ledger import Ledger
 
 SYSTEM_PROMPT = f"""{COMPACTION_MARKER}
 You write the checkpoint of a long agent session: a summary that replaces the covered part of the
@@ -264,27 +264,3 @@ def missing_mentions(summary: str, ledger: Ledger) -> list[str]:
         elif not mentioned(item, summary, words):
             reasons.append(f"it does not state the user's rule: {' '.join(item.split())[:300]}")
     return reasons
-
-
-def checkpoint_message_text(
-    segments: Sequence[tuple[int, int, str]], ledger: Ledger, checkpoint_id: str, covered: int
-) -> str:
-    """The text the model sees in place of the covered prefix: segments (seq range, summary), then
-    the evidence ledger, which belongs to the summary's `## Critical Context`."""
-    first = segments[0][0] if segments else 1
-    last = segments[-1][1] if segments else 0
-    parts = [
-        f"{CHECKPOINT_MESSAGE_PREFIX}{checkpoint_id[:12]}: a summary of {covered:,} earlier messages "
-        f"(events {first}–{last}). "
-        "Canonical history keeps every event; this summary replaces them in your context.]"
-    ]
-    for index, (from_seq, through_seq, text) in enumerate(segments, start=1):
-        if len(segments) > 1:
-            parts.append(f"# Segment {index} (events {from_seq}–{through_seq})")
-        parts.append(text.strip())
-    rendered = ledger.render()
-    if rendered:
-        parts.append(
-            "## Critical Context — evidence ledger (exact records from the covered events)\n" + rendered
-        )
-    return "\n\n".join(parts)

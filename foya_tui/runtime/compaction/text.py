@@ -15,12 +15,13 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from foya_tui.runtime.compaction.ledger import Ledger
+from foya_tui.errors import FoyaError
 from foya_tui.runtime.compaction.summary import missing_mentions, summary_problems
 from foya_tui.runtime.model import Usage
 from foya_tui.runtime.providers.client import CancelToken, Completion, ProviderClient, ProviderRequest
 from foya_tui.runtime.providers.errors import FailureKind, ProviderError
 from foya_tui.runtime.providers.routes import Route
+from foya_tui.runtime.view.ledger import Ledger
 
 RequestBuilder = Callable[[Sequence[str], int], tuple[Mapping[str, Any], ...] | None]
 """Builds a compaction request's messages: given repair reasons, the repair request; given a shrink
@@ -29,15 +30,15 @@ MAX_ATTEMPTS = 3
 """Provider requests one summary may take: first, repair and overflow retries together (SPEC K-8)."""
 
 
-class CompactionCancelled(Exception):
+class CompactionCancelled(FoyaError):
     """The user cancelled; nothing was written."""
 
 
-class RequestOverflow(Exception):
+class RequestOverflow(FoyaError):
     """The provider rejected a compaction request as larger than its window (SPEC C-13 backs off)."""
 
 
-class SummaryFailed(Exception):
+class SummaryFailed(FoyaError):
     """No usable summary. `deterministic` failures get a fingerprint (SPEC C-14)."""
 
     def __init__(self, reason: str, *, deterministic: bool) -> None:

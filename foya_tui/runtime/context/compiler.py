@@ -19,17 +19,12 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from foya_tui.runtime.compaction.checkpoint import Checkpoint, ProjectionKind
-from foya_tui.runtime.compaction.handoff import NO_EPOCH, EpochStatus, HandoffTracker, epoch_of, handoff_state
-from foya_tui.runtime.compaction.recovery import CheckpointReader, CheckpointState
-from foya_tui.runtime.compaction.snip import CandidateKind, SnipCandidate, k4_order, parse_snip, snipped_text
-from foya_tui.runtime.compaction.summary import checkpoint_message_text
 from foya_tui.runtime.context.budget import Budget, Verdict, compute_budget
+from foya_tui.runtime.context.report import handoff_state
 from foya_tui.runtime.context.sources import load_sources
 from foya_tui.runtime.context.tool_results import shortened_count, shortened_text
 from foya_tui.runtime.context.tracker import Estimate, EstimateSource, estimate_request, latest_baseline
 from foya_tui.runtime.digests import canonical_json, digest_of
-from foya_tui.runtime.history import LogEntry, MessageLog, rewound, valid_events
 from foya_tui.runtime.model import AttachmentRef, Event, EventKind, Message, Role
 from foya_tui.runtime.providers.catalog import ModelInfo, model_info
 from foya_tui.runtime.providers.client import ProviderRequest
@@ -44,6 +39,12 @@ from foya_tui.runtime.tokens import (
     message_text,
 )
 from foya_tui.runtime.tools.registry import Effect, ToolRegistry
+from foya_tui.runtime.view.checkpoint import Checkpoint, ProjectionKind
+from foya_tui.runtime.view.handoff import NO_EPOCH, EpochStatus, HandoffTracker, epoch_of
+from foya_tui.runtime.view.history import LogEntry, MessageLog, rewound, valid_events
+from foya_tui.runtime.view.projection import checkpoint_head
+from foya_tui.runtime.view.recovery import CheckpointReader, CheckpointState
+from foya_tui.runtime.view.snip import CandidateKind, SnipCandidate, k4_order, parse_snip, snipped_text
 from foya_tui.settings import Settings, ToolSettings
 
 LAYER_NAMES = ("pinned", "history", "working_set", "tool_schema", "native_state")
@@ -665,19 +666,7 @@ class _SessionState:
         state itself travels beside the messages (SPEC C-11)."""
         head = self.checkpoint_heads.get(checkpoint.id)
         if head is None:
-            head = checkpoint.kept_messages
-            if checkpoint.projection_kind is ProjectionKind.TEXT:
-                text = checkpoint_message_text(
-                    [
-                        (segment.from_seq, segment.through_seq, segment.text)
-                        for segment in checkpoint.segments
-                    ],
-                    checkpoint.ledger,
-                    checkpoint.id,
-                    checkpoint.covered_messages,
-                )
-                head = (Message(role=Role.USER, content=text).to_openai(), *head)
-            self.checkpoint_heads[checkpoint.id] = head
+            head = self.checkpoint_heads[checkpoint.id] = checkpoint_head(checkpoint)
         key = (checkpoint.id, counter.name)
         tokens = self.checkpoint_tokens.get(key)
         if tokens is None:
@@ -813,6 +802,16 @@ class ContextCompiler:
         """The request a new conversation would start from on this route (no session yet): the
         pinned context and the route's budget, for the meter before the first message."""
         return self._compile(_SessionState(""), route)
+
+    def first_budget(self, route: Route) -> Budget:
+        """The budget of a route no usage was measured on yet: what `preview` starts from, without
+        compiling a request (compaction reads it for a summary route: SPEC B-2, C-13)."""
+        return self._budget(route, None)
+
+    def _budget(self, route: Route, last_output_tokens: int | None) -> Budget:
+        overrides = self._settings.model_settings(route.model)
+        info = model_info(route.model, overrides)
+        return compute_budget(info.window, overrides.max_input, last_output_tokens, self._settings.budget)
 
     def compile(
         self,
@@ -1034,12 +1033,7 @@ class ContextCompiler:
         count = len(entries)
         anchor = state.log.anchor_index if state.log.anchor_index is not None else count
         baseline = latest_baseline(state.usage_events, route.id)
-        budget = compute_budget(
-            info.window,
-            overrides.max_input,
-            baseline.output_tokens if baseline is not None and baseline.known else None,
-            self._settings.budget,
-        )
+        budget = self._budget(route, baseline.output_tokens if baseline is not None and baseline.known else None)
         checkpoint, native, notices = self._applied(state, route, candidate)
         # Pending snips join the committed ones for this compile only (SPEC K-2).
         pending = [index for seq in sorted(snips) if (index := state.index_of(seq)) is not None]

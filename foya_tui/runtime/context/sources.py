@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
+from foya_tui.errors import InputError
 from foya_tui.runtime.digests import sha256_hex
 from foya_tui.runtime.text import strip_control
 
@@ -556,7 +557,7 @@ def load_sources(
     only when it mentions a matching path, otherwise it goes to the on-demand index.
     """
     if approval_mode not in APPROVAL_MODES:
-        raise ValueError(
+        raise InputError(
             f"unknown approval mode {approval_mode!r}; expected one of {', '.join(APPROVAL_MODES)}"
         )
     loader = _Loader(limits)

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from foya_tui.runtime.digests import sha256_hex
-from foya_tui.runtime.tools.registry import HISTORY_READ_TOOL
+from foya_tui.runtime.view.history import HISTORY_READ_TOOL
 from foya_tui.settings import ToolSettings
 
 

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+from foya_tui.errors import FoyaError
+
 
 class FailureKind(StrEnum):
     INPUT_OVERFLOW = "input_overflow"
@@ -57,7 +59,7 @@ class ProviderFailure:
         return f"{summary}: {self.detail}" if self.detail else summary
 
 
-class ProviderError(Exception):
+class ProviderError(FoyaError):
     """Raised by provider clients; carries the classified failure."""
 
     def __init__(self, failure: ProviderFailure) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from foya_tui.errors import InputError
 from foya_tui.runtime.digests import digest_of
 from foya_tui.settings import Settings
 
@@ -55,7 +56,7 @@ def normalise_endpoint(api_base: str | None) -> str:
 def make_route(model: str, connection: str, api_base: str | None = None) -> Route:
     model = model.strip()
     if not model:
-        raise ValueError("a model name is required")
+        raise InputError("a model name is required")
     protocol = protocol_of(model)
     # The simulator has no endpoint: an api_base configured for a real provider must not split
     # the simulator's identity into several routes.

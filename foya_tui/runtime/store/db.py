@@ -6,9 +6,11 @@ import sqlite3
 import threading
 from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar
 
 import peewee
 
+from foya_tui.errors import EXIT_USAGE, FoyaError
 from foya_tui.runtime.store.search import ProgressCallback
 from foya_tui.runtime.store.tables import MIGRATIONS, SCHEMA_VERSION, Tables, define_tables
 
@@ -53,8 +55,11 @@ def _is_open(connection: sqlite3.Connection) -> bool:
     return True
 
 
-class StoreError(RuntimeError):
-    """The database cannot be used (unreadable file, newer schema, corrupt state)."""
+class StoreError(FoyaError, RuntimeError):
+    """The database cannot be used (unreadable file, newer schema, corrupt state). Exit 2, as for a
+    bad `--db`: the command wrote nothing, and the fix is the user's (another file, a newer Foya)."""
+
+    exit_code: ClassVar[int] = EXIT_USAGE
 
 
 @dataclass(frozen=True)

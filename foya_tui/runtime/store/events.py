@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+from foya_tui.errors import InputError
 from foya_tui.runtime.model import Event, EventKind, NewArtifact, NewEvent, SessionInfo
 from foya_tui.runtime.store.artifacts import insert_artifacts, read_artifact
 from foya_tui.runtime.store.db import Database
@@ -20,7 +21,7 @@ from foya_tui.runtime.store.search import SearchHit, index_events, search
 Clock = Callable[[], datetime]
 
 
-class UnknownSessionError(LookupError):
+class UnknownSessionError(InputError, LookupError):
     """No session matches the given id or id prefix."""
 
 

@@ -22,6 +22,7 @@ from typing import Any
 
 import peewee
 
+from foya_tui.errors import InputError
 from foya_tui.runtime.model import Event, EventKind
 from foya_tui.runtime.text import content_text
 
@@ -43,7 +44,7 @@ ProgressCallback = Callable[[int, int], None]
 """(events indexed so far, events to index) while an existing database is indexed."""
 
 
-class SearchError(ValueError):
+class SearchError(InputError):
     """A search query that cannot be run, in one sentence the user or the model can act on."""
 
 

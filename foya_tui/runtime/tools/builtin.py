@@ -21,6 +21,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from foya_tui.errors import FoyaError
 from foya_tui.runtime.text import strip_control
 from foya_tui.runtime.tools.registry import Effect, ToolContext, ToolResult, ToolSpec, error
 
@@ -49,7 +50,7 @@ SHELL_DRAIN_SECONDS = 0.2
 SKIPPED_DIRS = frozenset({".git"})
 
 
-class ToolError(Exception):
+class ToolError(FoyaError):
     """A failure the model should read as the tool's result."""
 
 

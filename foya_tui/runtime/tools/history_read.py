@@ -10,11 +10,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from foya_tui.errors import FoyaError
 from foya_tui.runtime.digests import sha256_hex
-from foya_tui.runtime.history import message_role, rewound
 from foya_tui.runtime.model import Event, Role
 from foya_tui.runtime.tokens import default_counter
 from foya_tui.runtime.tools.registry import HISTORY_READ_TOOL, ToolContext, ToolResult, ToolSpec, error
+from foya_tui.runtime.view.history import message_role, rewound
 
 READ_DEFAULT_CHARS = 8_000
 READ_MAX_CHARS = 32_000
@@ -27,7 +28,7 @@ PREVIEW_LINES = 5
 OPERATIONS = ("inspect", "read", "search")
 
 
-class HistoryReadError(Exception):
+class HistoryReadError(FoyaError):
     """A bad request or a reference that does not (or no longer) name a result of this session;
     the message says which, in a sentence the model can act on."""
 

@@ -18,9 +18,9 @@ from typing import Any, Final, Protocol
 
 from foya_tui.runtime.providers.client import CancelToken
 from foya_tui.runtime.store.events import EventStore
+from foya_tui.runtime.view.history import HISTORY_READ_TOOL
 
 TOOL_SEARCH: Final = "tool_search"
-HISTORY_READ_TOOL: Final = "history_read_tool_result"
 """Name of the large-result reader (SPEC T-2): shown only when the compiler asks (X-9)."""
 HISTORY_SEARCH_TOOL: Final = "history_search"
 HISTORY_EVENT_TOOL: Final = "history_read"

@@ -24,7 +24,7 @@ from foya_tui.ui.widgets.budget_meter import PRODUCERS
 from foya_tui.ui.widgets.checkpoint_tree import clean, counted, ledger_counts_text, segment_title
 
 if TYPE_CHECKING:
-    from foya_tui.runtime.compaction.checkpoint import Checkpoint
+    from foya_tui.runtime.view.checkpoint import Checkpoint
 
 HELP = "a accepts · d or esc declines · nothing is written until you accept"
 

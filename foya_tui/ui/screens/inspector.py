@@ -46,10 +46,10 @@ from foya_tui.ui.widgets.checkpoint_tree import (
 from foya_tui.ui.widgets.history_list import HistoryList, covered_mark
 
 if TYPE_CHECKING:
-    from foya_tui.runtime.compaction.checkpoint import Checkpoint
     from foya_tui.runtime.compaction.failures import BreakerState
-    from foya_tui.runtime.compaction.recovery import CheckpointRecord
     from foya_tui.runtime.compaction.report import CoveredBy, DiagnosticRecord, InspectReport, RecallHit
+    from foya_tui.runtime.view.checkpoint import Checkpoint
+    from foya_tui.runtime.view.recovery import CheckpointRecord
     from foya_tui.ui.screens.tool_output import PreparedText
 
 READING = "reading the session…"

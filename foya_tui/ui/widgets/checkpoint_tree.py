@@ -26,9 +26,9 @@ from textual.widgets.tree import TreeNode
 from foya_tui.runtime.text import strip_control
 
 if TYPE_CHECKING:
-    from foya_tui.runtime.compaction.checkpoint import Checkpoint, Segment
-    from foya_tui.runtime.compaction.recovery import CheckpointRecord
     from foya_tui.runtime.compaction.report import InspectReport
+    from foya_tui.runtime.view.checkpoint import Checkpoint, Segment
+    from foya_tui.runtime.view.recovery import CheckpointRecord
 
 # How the inspector and the compaction dialog name each count of a ledger: (one, many).
 LEDGER_NOUNS: tuple[tuple[str, str, str], ...] = (

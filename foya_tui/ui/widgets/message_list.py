@@ -90,8 +90,8 @@ def _outcome(event: Event, content: str) -> ToolOutcome:
 def context_note(event: Event) -> ContextNote | None:
     """The note a handoff or snip event shows as (SPEC K-1, K-3, K-4), or None for other events and
     for a snip record the runtime would not read either."""
-    from foya_tui.runtime.compaction.snip import parse_snip
     from foya_tui.runtime.model import EventKind
+    from foya_tui.runtime.view.snip import parse_snip
 
     if event.kind is EventKind.HANDOFF:
         return handoff_note()
@@ -115,8 +115,8 @@ def history_items(events: Iterable[Event]) -> list[HistoryItem]:
     (`outcome_of`).
     """
     # Imported here: history and tool blocks are not needed before the first frame (bench_startup.py).
-    from foya_tui.runtime.history import event_message, valid_events
     from foya_tui.runtime.model import EventKind, Role
+    from foya_tui.runtime.view.history import event_message, valid_events
     from foya_tui.ui.widgets.tool_block import ToolItem
 
     items: list[HistoryItem] = []

@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from foya_tui.runtime.context.budget import Verdict
 from foya_tui.runtime.model import Event, EventKind, NewEvent
 from foya_tui.runtime.providers.summary_format import HANDOFF_MARKER
 
@@ -29,25 +28,6 @@ REMINDER_TEXT = (
     "frontier in a few lines: the goal; what is done and verified; what is in flight; the next "
     "concrete step; the paths and commands you need to continue. Then continue the task."
 )
-
-
-class HandoffState(StrEnum):
-    """Where a request's estimate sits relative to the handoff band (SPEC B-4, K-1)."""
-
-    BELOW_HANDOFF = "below_handoff"
-    HANDOFF_BAND = "handoff_band"
-    COMPACTION_DUE = "compaction_due"
-
-
-_STATES = {
-    Verdict.OK: HandoffState.BELOW_HANDOFF,
-    Verdict.HANDOFF: HandoffState.HANDOFF_BAND,
-    Verdict.COMPACT: HandoffState.COMPACTION_DUE,
-}
-
-
-def handoff_state(verdict: Verdict) -> HandoffState:
-    return _STATES[verdict]
 
 
 class EpochStatus(StrEnum):

@@ -13,7 +13,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from foya_tui.runtime.compaction.checkpoint import (
+from foya_tui.runtime.model import Event, EventKind, Role
+from foya_tui.runtime.store import CompactionStore, EventStore, StoredCheckpoint
+from foya_tui.runtime.view.checkpoint import (
     Checkpoint,
     CheckpointError,
     HistoryFacts,
@@ -21,9 +23,7 @@ from foya_tui.runtime.compaction.checkpoint import (
     check_against_history,
     parse_checkpoint,
 )
-from foya_tui.runtime.history import message_role, rewound
-from foya_tui.runtime.model import Event, EventKind, Role
-from foya_tui.runtime.store import CompactionStore, EventStore, StoredCheckpoint
+from foya_tui.runtime.view.history import message_role, rewound
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ from typing import Any
 
 from foya_tui.runtime.digests import sha256_hex
 from foya_tui.runtime.model import EventKind, NewEvent
-from foya_tui.runtime.tools.registry import HISTORY_READ_TOOL
+from foya_tui.runtime.view.history import HISTORY_READ_TOOL
 
 SNIP_VERSION = 1
 

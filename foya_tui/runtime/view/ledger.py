@@ -15,9 +15,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from foya_tui.runtime.history import message_role
 from foya_tui.runtime.model import Event, Role
 from foya_tui.runtime.store.search import message_body
+from foya_tui.runtime.view.history import message_role
 
 # Words that turn a request into a standing rule, in the languages users most often write in.
 # Matching is on whole words for alphabetic scripts and on the phrase for CJK, case-folded.

@@ -7,11 +7,15 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 from foya_tui.runtime.model import AttachmentRef, Event, EventKind, Message, Role, ToolCall
 
 MISSING_TOOL_RESULT = "[no result was recorded for this call: it was interrupted]"
+
+HISTORY_READ_TOOL: Final = "history_read_tool_result"
+"""The tool that reads a tool result back from canonical history: every shortened or snipped result
+the model sees points to it (SPEC T-1, T-2, K-3)."""
 
 
 def valid_events(events: Iterable[Event]) -> list[Event]:

@@ -14,8 +14,9 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any
 
-from foya_tui.runtime.compaction.ledger import Ledger
+from foya_tui.errors import FoyaError
 from foya_tui.runtime.digests import canonical_json, digest_of
+from foya_tui.runtime.view.ledger import Ledger
 
 SCHEMA = "foya.checkpoint"
 FORMAT_VERSION = 3
@@ -40,7 +41,7 @@ class ProjectionKind(StrEnum):
     NATIVE = "native"
 
 
-class CheckpointError(ValueError):
+class CheckpointError(FoyaError, ValueError):
     """A stored or candidate checkpoint is invalid; the message says which rule it breaks."""
 
 
