@@ -29,7 +29,8 @@ from foya_tui.runtime.compaction.service import (
     Proposal,
 )
 from foya_tui.runtime.compaction.text import TextCompactor
-from foya_tui.runtime.context.compiler import ContextCompiler, RequestView
+from foya_tui.runtime.context.compiler import ContextCompiler
+from foya_tui.runtime.context.request import RequestView
 from foya_tui.runtime.model import EventKind, SessionInfo
 from foya_tui.runtime.providers.catalog import model_info, simulator_models
 from foya_tui.runtime.providers.client import CancelToken, ProviderClient

@@ -24,7 +24,8 @@ from foya_tui.errors import InputError
 from foya_tui.runtime.compaction.failures import Outcome, Stage, Trigger
 from foya_tui.runtime.compaction.service import CompactionResult, CompactionService
 from foya_tui.runtime.context.budget import Verdict
-from foya_tui.runtime.context.compiler import ContextCompiler, RequestView
+from foya_tui.runtime.context.compiler import ContextCompiler
+from foya_tui.runtime.context.request import RequestView
 from foya_tui.runtime.model import EventKind, NewEvent, SessionInfo, ToolCall, Usage
 from foya_tui.runtime.providers.client import (
     CancelToken,

@@ -419,3 +419,8 @@ def count_tools(tools: Iterable[Mapping[str, Any]], counter: TokenCounter | None
     """Tokens of tool schemas, counted on their canonical JSON."""
     counter = counter or default_counter()
     return sum(counter.count(canonical_json(tool)) for tool in tools)
+
+
+def message_tokens(message: Mapping[str, Any], counter: TokenCounter) -> int:
+    """One message's tokens in a request: its framing and its text."""
+    return TOKENS_PER_MESSAGE + counter.count(message_text(message))

@@ -23,7 +23,8 @@ from typing import Any
 import pytest
 
 from foya_tui.cli import main
-from foya_tui.runtime.context.compiler import ContextCompiler, RequestView
+from foya_tui.runtime.context.compiler import ContextCompiler
+from foya_tui.runtime.context.request import RequestView
 from foya_tui.runtime.digests import digest_of
 from foya_tui.runtime.runtime import Runtime
 from foya_tui.runtime.view.checkpoint import Checkpoint

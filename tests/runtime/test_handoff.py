@@ -11,8 +11,9 @@ from typing import Any
 import pytest
 
 from foya_tui.runtime.context.budget import Verdict
-from foya_tui.runtime.context.compiler import ContextCompiler, RequestView
+from foya_tui.runtime.context.compiler import ContextCompiler
 from foya_tui.runtime.context.report import HandoffState, handoff_state
+from foya_tui.runtime.context.request import RequestView
 from foya_tui.runtime.context.tracker import EstimateSource
 from foya_tui.runtime.model import Event, EventKind, NewEvent, Role
 from foya_tui.runtime.runtime import Runtime

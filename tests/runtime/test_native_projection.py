@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from foya_tui.runtime.context.compiler import RequestView
+from foya_tui.runtime.context.request import RequestView
 from foya_tui.runtime.digests import canonical_json
 from foya_tui.runtime.model import EventKind, NewEvent
 from foya_tui.runtime.providers.routes import Route

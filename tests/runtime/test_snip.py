@@ -13,7 +13,8 @@ from typing import Any
 
 import pytest
 
-from foya_tui.runtime.context.compiler import ContextCompiler, RequestView
+from foya_tui.runtime.context.compiler import ContextCompiler
+from foya_tui.runtime.context.request import RequestView
 from foya_tui.runtime.digests import sha256_hex
 from foya_tui.runtime.model import EventKind, NewEvent
 from foya_tui.runtime.runtime import Runtime

@@ -61,7 +61,8 @@ from foya_tui.runtime.compaction.text import (
     SummaryFailed,
 )
 from foya_tui.runtime.context.budget import Budget
-from foya_tui.runtime.context.compiler import ContextCompiler, HistorySnapshot, MessageSequence, RequestView
+from foya_tui.runtime.context.compiler import ContextCompiler
+from foya_tui.runtime.context.request import MessageSequence, RequestView
 from foya_tui.runtime.model import Event, EventKind, NewEvent, Role, Usage
 from foya_tui.runtime.providers.client import CancelToken
 from foya_tui.runtime.providers.routes import Route
@@ -81,6 +82,7 @@ from foya_tui.runtime.view.checkpoint import (
 from foya_tui.runtime.view.groups import Unit
 from foya_tui.runtime.view.history import LogEntry, valid_events
 from foya_tui.runtime.view.ledger import Ledger, extract_ledger
+from foya_tui.runtime.view.snapshot import HistorySnapshot
 from foya_tui.settings import CompactionSettings
 
 ProgressCallback = Callable[[Stage, str], None]

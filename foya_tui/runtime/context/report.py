@@ -5,8 +5,10 @@
 from __future__ import annotations
 
 from enum import StrEnum
+from typing import Any
 
 from foya_tui.runtime.context.budget import Verdict
+from foya_tui.runtime.view.checkpoint import Checkpoint
 
 
 class HandoffState(StrEnum):
@@ -26,3 +28,18 @@ _STATES = {
 
 def handoff_state(verdict: Verdict) -> HandoffState:
     return _STATES[verdict]
+
+
+def checkpoint_summary(checkpoint: Checkpoint | None) -> dict[str, Any] | None:
+    if checkpoint is None:
+        return None
+    return {
+        "id": checkpoint.id,
+        "level": checkpoint.level,
+        "segments": len(checkpoint.segments),
+        "through_seq": checkpoint.through_seq,
+        "phase": str(checkpoint.phase),
+        "producer": checkpoint.producer,
+        "tokens_before": checkpoint.tokens_before,
+        "tokens_after": checkpoint.tokens_after,
+    }
