@@ -3,9 +3,9 @@ in five layers, with a token budget and a verdict (SPEC X-1..X-8, B-1..B-9).
 
 The compiler keeps, per session, an incrementally maintained index (`context/index.py`: a message
 log and per-tokenizer prefix sums), so a step reads only the events appended since the last one and
-costs the same at 100,000 events as at 1,000 (see `tests/bench/bench_compiler.py`). Canonical history is never changed:
-snipped tool results (K-3, K-4), handoff records (K-1) and provider-native state (C-11, R-2) only
-change what one request shows.
+costs the same at 100,000 events as at 1,000 (see `tests/bench/bench_compiler.py`). Canonical
+history is never changed: snipped tool results (K-3, K-4), handoff records (K-1) and
+provider-native state (C-11, R-2) only change what one request shows.
 """
 
 from __future__ import annotations
