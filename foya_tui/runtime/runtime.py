@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from foya_tui.paths import FoyaPaths
+from foya_tui.runtime.compaction.attempt import CompactionResult, ProgressCallback, Proposal
 from foya_tui.runtime.compaction.failures import Trigger
 from foya_tui.runtime.compaction.native import ProviderNativeCompactor
 from foya_tui.runtime.compaction.report import (
@@ -22,12 +23,7 @@ from foya_tui.runtime.compaction.report import (
     search_session,
     verify_session,
 )
-from foya_tui.runtime.compaction.service import (
-    CompactionResult,
-    CompactionService,
-    ProgressCallback,
-    Proposal,
-)
+from foya_tui.runtime.compaction.service import CompactionService
 from foya_tui.runtime.compaction.text import TextCompactor
 from foya_tui.runtime.context.compiler import ContextCompiler
 from foya_tui.runtime.context.request import RequestView

@@ -21,8 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from foya_tui.errors import InputError
+from foya_tui.runtime.compaction.attempt import CompactionResult
 from foya_tui.runtime.compaction.failures import Outcome, Stage, Trigger
-from foya_tui.runtime.compaction.service import CompactionResult, CompactionService
+from foya_tui.runtime.compaction.service import CompactionService
 from foya_tui.runtime.context.budget import Verdict
 from foya_tui.runtime.context.compiler import ContextCompiler
 from foya_tui.runtime.context.request import RequestView

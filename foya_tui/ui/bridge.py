@@ -50,8 +50,8 @@ from foya_tui.ui.messages import (
 from foya_tui.ui.widgets.message_list import history_items
 
 if TYPE_CHECKING:
+    from foya_tui.runtime.compaction.attempt import Proposal
     from foya_tui.runtime.compaction.report import CoveredBy, RecallHit
-    from foya_tui.runtime.compaction.service import Proposal
     from foya_tui.runtime.model import Event
     from foya_tui.runtime.providers.client import CancelToken
     from foya_tui.runtime.providers.routes import Route
@@ -316,7 +316,7 @@ class Bridge(Widget):
 
     @work(thread=True, exclusive=True, group="compaction", exit_on_error=False)
     def _propose(self, cancel: CancelToken, use_model: bool = True) -> None:
-        from foya_tui.runtime.compaction.service import CompactionResult
+        from foya_tui.runtime.compaction.attempt import CompactionResult
 
         try:
             runtime, session = self._open_session()

@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING, Any
 from textual.message import Message
 
 if TYPE_CHECKING:
+    from foya_tui.runtime.compaction.attempt import Proposal
     from foya_tui.runtime.compaction.report import CoveredBy, InspectReport, RecallHit
-    from foya_tui.runtime.compaction.service import Proposal
     from foya_tui.runtime.model import Event
     from foya_tui.runtime.providers.routes import Route
     from foya_tui.runtime.runtime import RouteOption

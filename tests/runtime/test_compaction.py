@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 
 from foya_tui.cli import main
+from foya_tui.runtime.compaction.attempt import CompactionError, Proposal
 from foya_tui.runtime.compaction.failures import Outcome, Trigger
 from foya_tui.runtime.compaction.planner import NothingToCompact, Plan, plan_compaction
-from foya_tui.runtime.compaction.service import CompactionError, Proposal
 from foya_tui.runtime.compaction.summary import missing_mentions, summary_problems
 from foya_tui.runtime.model import Event, EventKind, NewEvent
 from foya_tui.runtime.providers.catalog import SIMULATOR_MODELS

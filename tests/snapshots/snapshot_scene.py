@@ -34,7 +34,7 @@ from unittest import mock
 from textual.pilot import Pilot
 
 from foya_tui.paths import FoyaPaths
-from foya_tui.runtime.compaction.service import CompactionResult
+from foya_tui.runtime.compaction.attempt import CompactionResult
 from foya_tui.runtime.model import EventKind
 from foya_tui.runtime.providers.client import ProviderClient
 from foya_tui.runtime.runtime import Runtime

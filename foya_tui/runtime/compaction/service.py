@@ -19,12 +19,10 @@ makes the checkpoint without a model.
 
 from __future__ import annotations
 
-import bisect
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
-from foya_tui.errors import InputError
 from foya_tui.runtime.compaction.acceptance import (
     GATE_MAX_TOKENS,
     GATE_WINDOW_SHARE,
@@ -32,9 +30,23 @@ from foya_tui.runtime.compaction.acceptance import (
     effect_gate_problems,
     replacement_tokens,
 )
+from foya_tui.runtime.compaction.attempt import (
+    Attempt,
+    CompactionError,
+    CompactionResult,
+    ProgressCallback,
+    Proposal,
+)
+from foya_tui.runtime.compaction.chunking import (
+    Chunk,
+    ShrinkingTranscript,
+    chunks_of,
+    fits,
+    merge_segments,
+    summary_input_limit,
+)
 from foya_tui.runtime.compaction.failures import (
     BreakerState,
-    Diagnostic,
     Outcome,
     Producer,
     Stage,
@@ -51,25 +63,23 @@ from foya_tui.runtime.compaction.summary import (
     SYSTEM_PROMPT,
     PreviousSummary,
     request_messages,
-    transcript_lines,
 )
 from foya_tui.runtime.compaction.text import (
     CompactionCancelled,
     Compactor,
-    RequestBudget,
     RequestOverflow,
     SummaryFailed,
 )
 from foya_tui.runtime.context.budget import Budget
 from foya_tui.runtime.context.compiler import ContextCompiler
 from foya_tui.runtime.context.request import MessageSequence, RequestView
-from foya_tui.runtime.model import Event, EventKind, NewEvent, Role, Usage
+from foya_tui.runtime.model import Event, EventKind, NewEvent, Usage
 from foya_tui.runtime.providers.client import CancelToken
 from foya_tui.runtime.providers.routes import Route
 from foya_tui.runtime.providers.summary_format import HANDOFF_MARKER
 from foya_tui.runtime.store import CompactionStore, EventStore
 from foya_tui.runtime.text import content_text
-from foya_tui.runtime.tokens import TOKENS_PER_MESSAGE, TokenCounter, counter_for_model, message_text
+from foya_tui.runtime.tokens import TOKENS_PER_MESSAGE, counter_for_model, message_text
 from foya_tui.runtime.view.checkpoint import (
     MAX_SEGMENTS,
     Checkpoint,
@@ -79,174 +89,20 @@ from foya_tui.runtime.view.checkpoint import (
     Segment,
     check_structure,
 )
-from foya_tui.runtime.view.groups import Unit
-from foya_tui.runtime.view.history import LogEntry, valid_events
+from foya_tui.runtime.view.history import valid_events
 from foya_tui.runtime.view.ledger import Ledger, extract_ledger
 from foya_tui.runtime.view.snapshot import HistorySnapshot
 from foya_tui.settings import CompactionSettings
 
-ProgressCallback = Callable[[Stage, str], None]
 SummaryRoutes = Callable[[Route], Sequence[Route]]
 """The routes a session's summaries are asked on, in order (a separate summary route first)."""
-REQUEST_SAFETY = 0.9
-"""Share of the room left for a summary request that its local estimate may fill (tokenizers differ)."""
-MIN_MESSAGE_CHARS = 200
 FALLBACK_SHARE = 0.35
 """Share of the input budget the deterministic fallback's checkpoint may fill (K-10)."""
 FALLBACK_SOURCE_SHARE = 0.6
 """Share of the covered messages' tokens the fallback may keep: it must shrink what it replaces."""
-REREADABLE_TOOLS = frozenset({"read_file"})
-"""Tools whose successful output is file content the agent can read again (K-8 drops it first)."""
 _MESSAGE_KINDS = frozenset(
     {EventKind.USER_MESSAGE, EventKind.ASSISTANT_MESSAGE, EventKind.TOOL_RESULT, EventKind.IMPORTED_MESSAGE}
 )
-
-
-class CompactionError(InputError):
-    """A compaction operation cannot start (one line for the user)."""
-
-
-@dataclass(frozen=True)
-class CompactionResult:
-    """How one compaction attempt ended; `report()` is `foya compact --json`."""
-
-    outcome: Outcome
-    trigger: Trigger
-    reason: str
-    tokens_before: int
-    tokens_after: int | None = None
-    checkpoint: Checkpoint | None = None
-    phase: str | None = None
-    requests: int = 0
-    """Provider requests the whole compaction spent, over every path it tried."""
-    producer: str | None = None
-    """The path that made the checkpoint (or the last one tried): llm, repaired, native, fallback."""
-
-    @property
-    def accepted(self) -> bool:
-        return self.outcome is Outcome.ACCEPTED
-
-    def report(self) -> dict[str, Any]:
-        return {
-            "outcome": str(self.outcome),
-            "checkpoint_id": self.checkpoint.id if self.checkpoint is not None else None,
-            "tokens_before": self.tokens_before,
-            "tokens_after": self.tokens_after,
-            "reason": self.reason,
-            "trigger": str(self.trigger),
-            "phase": self.phase,
-            "requests": self.requests,
-            "segments": len(self.checkpoint.segments) if self.checkpoint is not None else None,
-            "level": self.checkpoint.level if self.checkpoint is not None else None,
-            "producer": self.producer,
-        }
-
-
-@dataclass(frozen=True)
-class Proposal:
-    """A candidate that passed validation but is not committed yet (the TUI asks first)."""
-
-    checkpoint: Checkpoint
-    control_seq: int
-    """The newest completion/undo/rewind seq when it was made: commit refuses if that changed."""
-    attempt: _Attempt
-
-    @property
-    def session_id(self) -> str:
-        return self.attempt.session_id
-
-    @property
-    def tokens_before(self) -> int:
-        return self.checkpoint.tokens_before
-
-    @property
-    def tokens_after(self) -> int:
-        return self.checkpoint.tokens_after
-
-
-@dataclass(frozen=True)
-class _Chunk:
-    """Whole units summarised by one request; its seq range joins the previous chunk's, so the
-    segments made from chunks are continuous even where non-message events lie between units."""
-
-    from_seq: int
-    through_seq: int
-    lines: tuple[str, ...]
-    events: tuple[Event, ...]
-    units: tuple[Unit, ...]
-    chars: int
-    """The (lowest) per-message character cap its lines were made with."""
-    error_seqs: frozenset[int]
-
-
-class _ShrinkingTranscript:
-    """A chunk's transcript, and strictly smaller versions of it for a summary request the provider
-    rejected as too long (SPEC K-8): re-readable file contents dropped, then the oldest complete
-    unit, then a lower per-message cap, again and again. `at(k)` is the k-th version (0 = as
-    chunked), each with fewer tokens than the one before; None when nothing smaller is left."""
-
-    def __init__(self, entries: Sequence[LogEntry], chunk: _Chunk, counter: TokenCounter) -> None:
-        self._entries = entries
-        self._chunk = chunk
-        self._counter = counter
-        self._versions: list[tuple[Sequence[str], int]] = []
-        """Versions made so far with their tokens; counted only once a request overflowed."""
-        self._ladder = self._steps()
-
-    def _lines(self, skip_units: int, chars: int, omit_reads: bool) -> tuple[str, ...]:
-        entries = [
-            entry
-            for unit in self._chunk.units[skip_units:]
-            for entry in self._entries[unit.first : unit.last + 1]
-        ]
-        # Imported results often carry no tool name: the call that asked for them does.
-        names = {call.id: call.name for entry in entries for call in entry.message.tool_calls}
-        reread = frozenset(
-            entry.seq
-            for entry in entries
-            if omit_reads
-            and entry.message.role is Role.TOOL
-            and (entry.message.name or names.get(entry.message.tool_call_id or "")) in REREADABLE_TOOLS
-            and entry.seq not in self._chunk.error_seqs
-        )
-        return tuple(transcript_lines(entries, chars, self._chunk.error_seqs, reread))
-
-    def _steps(self) -> Iterator[tuple[str, ...]]:
-        chars = self._chunk.chars
-        yield self._lines(0, chars, True)
-        units = len(self._chunk.units)
-        for skip in range(1, units):
-            yield self._lines(skip, chars, True)
-            if chars > MIN_MESSAGE_CHARS:
-                chars = max(MIN_MESSAGE_CHARS, chars // 2)
-                yield self._lines(skip, chars, True)
-
-    def at(self, level: int) -> Sequence[str] | None:
-        if level == 0:
-            return self._chunk.lines
-        if not self._versions:
-            self._versions.append((self._chunk.lines, self._counter.count("\n".join(self._chunk.lines))))
-        while len(self._versions) <= level:
-            smaller = next(
-                (
-                    (lines, tokens)
-                    for lines in self._ladder
-                    if (tokens := self._counter.count("\n".join(lines))) < self._versions[-1][1]
-                ),
-                None,
-            )
-            if smaller is None:
-                return None
-            self._versions.append(smaller)
-        return self._versions[level][0]
-
-
-def summary_input_limit(budget: Budget, summary_max_tokens: int) -> int:
-    """Tokens one compaction request may carry on a route: its window minus the summary's reserve."""
-    room = budget.window - summary_max_tokens if budget.window else budget.input_budget
-    if budget.max_input is not None:
-        room = min(room, budget.max_input)
-    return max(256, int(room * REQUEST_SAFETY))
 
 
 def _appends(base: Checkpoint | None, current: Checkpoint | None, plan: Plan) -> bool:
@@ -343,7 +199,7 @@ class CompactionService:
         before = self._compiler.compile(session_id, route)
         info = self._events.get_session(session_id)
         workspace = normalised_workspace(info.workspace)
-        attempt = _Attempt(session_id, route, trigger, before.layers.total, progress, workspace=workspace)
+        attempt = Attempt(session_id, route, trigger, before.layers.total, progress, workspace=workspace)
         attempt.report(Stage.PLANNING)
         # What this route sees now: a native checkpoint stands only on its own route (R-2); text
         # compaction builds on the newest portable text checkpoint.
@@ -421,7 +277,7 @@ class CompactionService:
         route: Route,
         before: RequestView,
         cancel: CancelToken,
-        attempt: _Attempt,
+        attempt: Attempt,
     ) -> Proposal:
         """Native first where the route offers it, then text on each summary route. Raises
         _PathFailed with the last failure when none produced an acceptable candidate."""
@@ -459,7 +315,7 @@ class CompactionService:
         summary_route: Route,
         before: RequestView,
         cancel: CancelToken,
-        attempt: _Attempt,
+        attempt: Attempt,
     ) -> Proposal:
         """The text compactor on one summary route, with C-13 back-off, K-9 gates and C-12."""
         session_id = snapshot.session_id
@@ -515,7 +371,7 @@ class CompactionService:
         route: Route,
         before: RequestView,
         source: str,
-        attempt: _Attempt,
+        attempt: Attempt,
         *,
         gates: bool,
     ) -> Proposal:
@@ -554,7 +410,7 @@ class CompactionService:
         control = snapshot.checkpoints.control_seq if snapshot.checkpoints is not None else 0
         return Proposal(candidate, control, attempt)
 
-    def _fail(self, attempt: _Attempt, reason: str, *, deterministic: bool) -> CompactionResult:
+    def _fail(self, attempt: Attempt, reason: str, *, deterministic: bool) -> CompactionResult:
         """A model path failed: recorded, and counted toward the circuit breaker (K-11)."""
         return self._end(attempt, Outcome.FAILED, reason, deterministic=deterministic, summariser_failed=True)
 
@@ -655,7 +511,7 @@ class CompactionService:
         budget: Budget,
         source: str,
         cancel: CancelToken,
-        attempt: _Attempt,
+        attempt: Attempt,
     ) -> Checkpoint:
         """A text checkpoint made by the summariser on `route` (the summary route), building on the
         portable text checkpoint `base`; its lineage parent is the session's current checkpoint."""
@@ -675,14 +531,15 @@ class CompactionService:
         overhead = (
             counter.count(SYSTEM_PROMPT) + counter.count("\n".join(t for _, t in ledger.must_mention())) + 64
         )
-        chunks = self._chunks(snapshot, plan, covered, counter, limit - overhead)
-        # Chunks (and merges, see `_merge`) are necessary requests; `max_requests` bounds repairs
-        # and back-offs on top of them.
+        message_chars = self._settings.transcript_message_chars
+        chunks = chunks_of(snapshot, plan, covered, counter, limit - overhead, message_chars)
+        # Chunks (and merges, see `chunking.merge_segments`) are necessary requests; `max_requests`
+        # bounds repairs and back-offs on top of them.
         requests.limit = self._settings.max_requests + len(chunks)
         repaired = False
         total = len(chunks)
 
-        def summarise(index: int, previous_part: Sequence[PreviousSummary], chunk: _Chunk | None) -> str:
+        def summarise(index: int, previous_part: Sequence[PreviousSummary], chunk: Chunk | None) -> str:
             nonlocal repaired
             if cancel.cancelled:
                 raise CompactionCancelled()
@@ -695,7 +552,7 @@ class CompactionService:
             # The events this summary stands for: its chunk, and the summaries it merges.
             first = previous_part[0].from_seq if previous_part else chunk.from_seq  # type: ignore[union-attr]
             last = chunk.through_seq if chunk is not None else previous_part[-1].through_seq
-            inputs = _ShrinkingTranscript(snapshot.entries, chunk, counter) if chunk is not None else None
+            inputs = ShrinkingTranscript(snapshot.entries, chunk, counter) if chunk is not None else None
 
             def build(reasons: Sequence[str], shrink: int) -> tuple[dict[str, Any], ...] | None:
                 lines: Sequence[str] = ()
@@ -725,7 +582,7 @@ class CompactionService:
             not append
             and previous
             and total == 1
-            and self._fits(previous, chunks[0], counter, limit - overhead)
+            and fits(previous, chunks[0], counter, limit - overhead)
         ):
             # One session-level rewrite over the old summary and the new events (C-10).
             text = summarise(1, previous, chunks[0])
@@ -737,7 +594,7 @@ class CompactionService:
             segments = [(s.from_seq, s.through_seq, s.level, s.text) for s in previous] + fresh
             # More than 4 segments, or an anchor change: one session-level summary over them all.
             if len(segments) > MAX_SEGMENTS or (previous and not append):
-                segments = [self._merge(segments, counter, limit - overhead, requests, summarise)]
+                segments = [merge_segments(segments, counter, limit - overhead, requests, summarise)]
         producer = Producer.REPAIRED if repaired else Producer.LLM
         checkpoint = self._checkpoint(
             snapshot,
@@ -764,7 +621,7 @@ class CompactionService:
         route: Route,
         before: RequestView,
         cancel: CancelToken,
-        attempt: _Attempt,
+        attempt: Attempt,
     ) -> Proposal:
         """A provider-native checkpoint (SPEC C-11): the route's provider compacts what it sees of
         the covered prefix into its own state, bound to that route. Unsupported or invalid →
@@ -821,7 +678,7 @@ class CompactionService:
         route: Route,
         before: RequestView,
         why: str,
-        attempt: _Attempt,
+        attempt: Attempt,
     ) -> Proposal | CompactionResult:
         """The deterministic fallback (SPEC K-10): no model, within a token budget, the same
         acceptance as any candidate."""
@@ -944,57 +801,6 @@ class CompactionService:
             kept_messages=kept,
         ).with_id()
 
-    def _merge(
-        self,
-        segments: Sequence[tuple[int, int, int, str]],
-        counter: TokenCounter,
-        room: int,
-        requests: RequestBudget,
-        summarise: Callable[[int, Sequence[PreviousSummary], _Chunk | None], str],
-    ) -> tuple[int, int, int, str]:
-        """One session-level summary over segments (SPEC C-10), merging in groups that fit one
-        request when all of them do not (so the merge itself never overflows). Every round has
-        fewer items than the last, so this ends; its requests are necessary ones, added to the
-        budget, which still bounds repairs."""
-        items = [PreviousSummary(i, f, t, lvl, text) for i, (f, t, lvl, text) in enumerate(segments, start=1)]
-        while True:
-            groups: list[list[PreviousSummary]] = [[]]
-            used = 0
-            for item in items:
-                tokens = counter.count(item.text) + 16
-                if groups[-1] and used + tokens > room:
-                    groups.append([])
-                    used = 0
-                groups[-1].append(item)
-                used += tokens
-            requests.limit += sum(1 for group in groups if len(group) > 1 or len(groups) == 1)
-            merged = [
-                PreviousSummary(
-                    index,
-                    group[0].from_seq,
-                    group[-1].through_seq,
-                    max(g.level for g in group) + 1,
-                    summarise(index, group, None),
-                )
-                if len(group) > 1 or len(groups) == 1
-                else replace(group[0], index=index)
-                for index, group in enumerate(groups, start=1)
-            ]
-            if len(merged) == 1:
-                only = merged[0]
-                return (only.from_seq, only.through_seq, only.level, only.text)
-            if len(merged) >= len(items):
-                raise SummaryFailed(
-                    "cannot reduce further: the summaries do not merge into one request", deterministic=True
-                )
-            items = merged
-
-    def _fits(
-        self, previous: Sequence[PreviousSummary], chunk: _Chunk, counter: TokenCounter, room: int
-    ) -> bool:
-        used = sum(counter.count(item.text) + 16 for item in previous)
-        return used + counter.count("\n".join(chunk.lines)) <= room
-
     def _covered_events(self, session_id: str, plan: Plan) -> list[Event]:
         """The valid message events the plan newly covers, as stored."""
         later = self._events.events(session_id, after_seq=plan.from_seq - 1)
@@ -1003,69 +809,6 @@ class CompactionService:
             for event in valid_events(later)
             if event.seq <= plan.through_seq and event.kind in _MESSAGE_KINDS
         ]
-
-    def _chunks(
-        self,
-        snapshot: HistorySnapshot,
-        plan: Plan,
-        covered: Sequence[Event],
-        counter: TokenCounter,
-        room: int,
-    ) -> list[_Chunk]:
-        """The plan's units as transcript chunks that each fit one request (whole units only)."""
-        error_seqs = frozenset(
-            event.seq
-            for event in covered
-            if event.kind is EventKind.TOOL_RESULT and event.payload.get("is_error") is True
-        )
-        covered_seqs = [event.seq for event in covered]
-        chunks: list[_Chunk] = []
-        units: list[Unit] = []
-        lines: list[str] = []
-        used = 0
-        chunk_chars = self._settings.transcript_message_chars
-        for unit in plan.units:
-            entries = snapshot.entries[unit.first : unit.last + 1]
-            chars = self._settings.transcript_message_chars
-            unit_lines = transcript_lines(entries, chars, error_seqs)
-            tokens = counter.count("\n".join(unit_lines))
-            # K-8: a unit too large for one request is read with a lower per-message cap.
-            while tokens > room and chars > MIN_MESSAGE_CHARS:
-                chars = max(MIN_MESSAGE_CHARS, chars // 2)
-                unit_lines = transcript_lines(entries, chars, error_seqs)
-                tokens = counter.count("\n".join(unit_lines))
-            if units and used + tokens > room:
-                chunks.append(
-                    self._chunk(chunks, plan, units, lines, covered, covered_seqs, chunk_chars, error_seqs)
-                )
-                units, lines, used = [], [], 0
-                chunk_chars = self._settings.transcript_message_chars
-            units.append(unit)
-            lines.extend(unit_lines)
-            used += tokens
-            chunk_chars = min(chunk_chars, chars)
-        if units:
-            chunks.append(
-                self._chunk(chunks, plan, units, lines, covered, covered_seqs, chunk_chars, error_seqs)
-            )
-        return chunks
-
-    @staticmethod
-    def _chunk(
-        before: Sequence[_Chunk],
-        plan: Plan,
-        units: Sequence[Unit],
-        lines: Sequence[str],
-        covered: Sequence[Event],
-        covered_seqs: Sequence[int],
-        chars: int,
-        error_seqs: frozenset[int],
-    ) -> _Chunk:
-        first = before[-1].through_seq + 1 if before else plan.from_seq
-        last = units[-1].last_seq
-        # `covered` is in seq order: slicing by bisection keeps chunking linear in the prefix.
-        events = covered[bisect.bisect_left(covered_seqs, first) : bisect.bisect_right(covered_seqs, last)]
-        return _Chunk(first, last, tuple(lines), tuple(events), tuple(units), chars, error_seqs)
 
     def _backed_off(self, session_id: str, route: Route, plan: Plan) -> Plan | None:
         """SPEC C-13: cover no more than the route's accepted boundary; without one, half the units."""
@@ -1080,7 +823,7 @@ class CompactionService:
 
     def _end(
         self,
-        attempt: _Attempt,
+        attempt: Attempt,
         outcome: Outcome,
         reason: str,
         *,
@@ -1107,99 +850,6 @@ class CompactionService:
             attempt.session_id, [NewEvent(EventKind.COMPACTION_DIAGNOSTIC, diagnostic.to_payload())]
         )
         return attempt.result(outcome, reason, tokens_after)
-
-
-@dataclass
-class _Attempt:
-    """One compaction attempt as it goes: every way it ends is recorded alike (SPEC C-15)."""
-
-    session_id: str
-    route: Route
-    trigger: Trigger
-    tokens_before: int
-    progress: ProgressCallback | None = None
-    phase: str | None = None
-    plan: Plan | None = None
-    stage: Stage = Stage.PLANNING
-    """The stage reached: a failure's diagnostic says where it happened."""
-    fingerprint: str | None = None
-    requests: RequestBudget = field(default_factory=lambda: RequestBudget(0))
-    """Provider requests spent on the current path; `_candidate` sets the limit once it knows the chunks."""
-    workspace: str = ""
-    producer: Producer | None = None
-    summary_route: Route | None = None
-    """The route a text summary is asked on (the separate summary route, or the session's)."""
-    note: str = ""
-    """Why the fallback was used, for the accepted checkpoint's diagnostic."""
-    earlier_requests: int = 0
-    """Requests spent on the paths tried before this one (native, another summary route)."""
-
-    def restart(self, producer: Producer, summary_route: Route | None = None) -> None:
-        """Begin the next path (native, text on a route, fallback) of the same compaction."""
-        self.earlier_requests += self.requests.spent
-        self.requests = RequestBudget(0)
-        self.producer = producer
-        self.summary_route = summary_route
-        self.fingerprint = None
-        self.stage = Stage.PLANNING
-
-    @property
-    def total_requests(self) -> int:
-        return self.earlier_requests + self.requests.spent
-
-    def report(self, stage: Stage, detail: str = "") -> None:
-        self.stage = stage
-        if self.progress is not None:
-            self.progress(stage, detail)
-
-    def diagnostic(
-        self,
-        outcome: Outcome,
-        reason: str,
-        *,
-        tokens_after: int | None = None,
-        checkpoint_id: str | None = None,
-        fingerprint: str | None = None,
-        summariser_failed: bool = False,
-    ) -> Diagnostic:
-        plan = self.plan
-        asked = self.summary_route or self.route
-        return Diagnostic(
-            trigger=self.trigger,
-            phase=str(plan.phase) if plan is not None else self.phase,
-            stage=self.stage,
-            outcome=outcome,
-            messages_covered=sum(unit.last - unit.first + 1 for unit in plan.units)
-            if plan is not None
-            else 0,
-            tokens_before=self.tokens_before,
-            tokens_after=tokens_after,
-            reason=reason,
-            route_id=asked.id,
-            model=asked.model,
-            requests=self.requests.spent,
-            checkpoint_id=checkpoint_id,
-            fingerprint=fingerprint,
-            through_seq=plan.through_seq if plan is not None else None,
-            producer=self.producer,
-            workspace=self.workspace,
-            summariser_failed=summariser_failed,
-        )
-
-    def result(
-        self, outcome: Outcome, reason: str, tokens_after: int | None, checkpoint: Checkpoint | None = None
-    ) -> CompactionResult:
-        return CompactionResult(
-            outcome,
-            self.trigger,
-            reason,
-            self.tokens_before,
-            tokens_after,
-            checkpoint,
-            str(self.plan.phase) if self.plan is not None else self.phase,
-            self.total_requests,
-            str(self.producer) if self.producer is not None else None,
-        )
 
 
 class _Stale(Exception):

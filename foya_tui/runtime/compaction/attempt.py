@@ -1,0 +1,184 @@
+"""Provides one compaction attempt's bookkeeping and how it ends: the attempt as it goes (stage,
+requests spent, producer, plan), the result every way of ending produces alike (SPEC C-15), and a
+proposal that waits for the user before it is committed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from foya_tui.errors import InputError
+from foya_tui.runtime.compaction.failures import (
+    Diagnostic,
+    Outcome,
+    Producer,
+    Stage,
+    Trigger,
+)
+from foya_tui.runtime.compaction.planner import Plan
+from foya_tui.runtime.compaction.text import (
+    RequestBudget,
+)
+from foya_tui.runtime.providers.routes import Route
+from foya_tui.runtime.view.checkpoint import (
+    Checkpoint,
+)
+
+ProgressCallback = Callable[[Stage, str], None]
+
+
+class CompactionError(InputError):
+    """A compaction operation cannot start (one line for the user)."""
+
+
+@dataclass(frozen=True)
+class CompactionResult:
+    """How one compaction attempt ended; `report()` is `foya compact --json`."""
+
+    outcome: Outcome
+    trigger: Trigger
+    reason: str
+    tokens_before: int
+    tokens_after: int | None = None
+    checkpoint: Checkpoint | None = None
+    phase: str | None = None
+    requests: int = 0
+    """Provider requests the whole compaction spent, over every path it tried."""
+    producer: str | None = None
+    """The path that made the checkpoint (or the last one tried): llm, repaired, native, fallback."""
+
+    @property
+    def accepted(self) -> bool:
+        return self.outcome is Outcome.ACCEPTED
+
+    def report(self) -> dict[str, Any]:
+        return {
+            "outcome": str(self.outcome),
+            "checkpoint_id": self.checkpoint.id if self.checkpoint is not None else None,
+            "tokens_before": self.tokens_before,
+            "tokens_after": self.tokens_after,
+            "reason": self.reason,
+            "trigger": str(self.trigger),
+            "phase": self.phase,
+            "requests": self.requests,
+            "segments": len(self.checkpoint.segments) if self.checkpoint is not None else None,
+            "level": self.checkpoint.level if self.checkpoint is not None else None,
+            "producer": self.producer,
+        }
+
+
+@dataclass(frozen=True)
+class Proposal:
+    """A candidate that passed validation but is not committed yet (the TUI asks first)."""
+
+    checkpoint: Checkpoint
+    control_seq: int
+    """The newest completion/undo/rewind seq when it was made: commit refuses if that changed."""
+    attempt: Attempt
+
+    @property
+    def session_id(self) -> str:
+        return self.attempt.session_id
+
+    @property
+    def tokens_before(self) -> int:
+        return self.checkpoint.tokens_before
+
+    @property
+    def tokens_after(self) -> int:
+        return self.checkpoint.tokens_after
+
+
+@dataclass
+class Attempt:
+    """One compaction attempt as it goes: every way it ends is recorded alike (SPEC C-15)."""
+
+    session_id: str
+    route: Route
+    trigger: Trigger
+    tokens_before: int
+    progress: ProgressCallback | None = None
+    phase: str | None = None
+    plan: Plan | None = None
+    stage: Stage = Stage.PLANNING
+    """The stage reached: a failure's diagnostic says where it happened."""
+    fingerprint: str | None = None
+    requests: RequestBudget = field(default_factory=lambda: RequestBudget(0))
+    """Provider requests spent on the current path; `_candidate` sets the limit once it knows the chunks."""
+    workspace: str = ""
+    producer: Producer | None = None
+    summary_route: Route | None = None
+    """The route a text summary is asked on (the separate summary route, or the session's)."""
+    note: str = ""
+    """Why the fallback was used, for the accepted checkpoint's diagnostic."""
+    earlier_requests: int = 0
+    """Requests spent on the paths tried before this one (native, another summary route)."""
+
+    def restart(self, producer: Producer, summary_route: Route | None = None) -> None:
+        """Begin the next path (native, text on a route, fallback) of the same compaction."""
+        self.earlier_requests += self.requests.spent
+        self.requests = RequestBudget(0)
+        self.producer = producer
+        self.summary_route = summary_route
+        self.fingerprint = None
+        self.stage = Stage.PLANNING
+
+    @property
+    def total_requests(self) -> int:
+        return self.earlier_requests + self.requests.spent
+
+    def report(self, stage: Stage, detail: str = "") -> None:
+        self.stage = stage
+        if self.progress is not None:
+            self.progress(stage, detail)
+
+    def diagnostic(
+        self,
+        outcome: Outcome,
+        reason: str,
+        *,
+        tokens_after: int | None = None,
+        checkpoint_id: str | None = None,
+        fingerprint: str | None = None,
+        summariser_failed: bool = False,
+    ) -> Diagnostic:
+        plan = self.plan
+        asked = self.summary_route or self.route
+        return Diagnostic(
+            trigger=self.trigger,
+            phase=str(plan.phase) if plan is not None else self.phase,
+            stage=self.stage,
+            outcome=outcome,
+            messages_covered=sum(unit.last - unit.first + 1 for unit in plan.units)
+            if plan is not None
+            else 0,
+            tokens_before=self.tokens_before,
+            tokens_after=tokens_after,
+            reason=reason,
+            route_id=asked.id,
+            model=asked.model,
+            requests=self.requests.spent,
+            checkpoint_id=checkpoint_id,
+            fingerprint=fingerprint,
+            through_seq=plan.through_seq if plan is not None else None,
+            producer=self.producer,
+            workspace=self.workspace,
+            summariser_failed=summariser_failed,
+        )
+
+    def result(
+        self, outcome: Outcome, reason: str, tokens_after: int | None, checkpoint: Checkpoint | None = None
+    ) -> CompactionResult:
+        return CompactionResult(
+            outcome,
+            self.trigger,
+            reason,
+            self.tokens_before,
+            tokens_after,
+            checkpoint,
+            str(self.plan.phase) if self.plan is not None else self.phase,
+            self.total_requests,
+            str(self.producer) if self.producer is not None else None,
+        )
