@@ -12,11 +12,14 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 from foya_tui import __version__
 from foya_tui.errors import EXIT_FAILED, EXIT_OK, FoyaError, InputError
 from foya_tui.settings import APPROVAL_MODES
+
+if TYPE_CHECKING:
+    from foya_tui.runtime.context.report import ContextReport
 
 
 class UsageError(InputError):
@@ -157,10 +160,12 @@ def _cmd_run(args: argparse.Namespace) -> int:
         session = (
             runtime.open_session(args.run_session, route) if args.run_session else runtime.new_session(route)
         )
+        from foya_tui.cli_json import update_json
+
         status = EXIT_FAILED
         for update in session.send(prompt):
             if args.json:
-                _print_json(update.to_json())
+                _print_json(update_json(update))
             elif isinstance(update, ReplyDelta):
                 sys.stdout.write(update.text)
                 sys.stdout.flush()
@@ -247,61 +252,63 @@ def _cmd_context(args: argparse.Namespace) -> int:
         model = args.sub_model or args.model
         report = runtime.context(args.session, runtime.route_for(model) if model else None).report()
     if args.json:
-        _print_json(report)
+        from foya_tui.cli_json import json_of
+
+        _print_json(json_of(report))
         return EXIT_OK
     print(format_context(report))
     return EXIT_OK
 
 
-def format_context(report: dict) -> str:
+def format_context(report: ContextReport) -> str:
     """The human form of `foya context`: layers, budget lines, estimate and its source."""
-    route = report["route"]
-    window = f"{report['window']:,}" if report["window"] else "unknown"
-    estimate = report["estimate"]
-    exactness = (
-        "counted with " + report["counter"] if report["counted_exactly"] else "estimated (no tokenizer)"
-    )
+    from foya_tui.runtime.view.handoff import EpochStatus
+
+    route = report.route
+    window = f"{report.window:,}" if report.window else "unknown"
+    estimate = report.estimate
+    exactness = "counted with " + report.counter if report.counted_exactly else "estimated (no tokenizer)"
     lines = [
-        f"session {report['session'][:6]} · {route['model']}{' (simulator)' if route['simulator'] else ''}"
-        f" · connection {route['connection']} · route {route['id']}",
-        f"window {window} ({report['window_source']}) · output reserve {report['output_reserve']:,}"
-        f" ({report['reserve_basis']}) · input budget {report['input_budget']:,}",
+        f"session {report.session[:6]} · {route.model}{' (simulator)' if route.simulator else ''}"
+        f" · connection {route.connection} · route {route.id}",
+        f"window {window} ({report.window_source}) · output reserve {report.output_reserve:,}"
+        f" ({report.reserve_basis}) · input budget {report.input_budget:,}",
         "",
         f"layers ({exactness}):",
     ]
-    for name, tokens in report["layers"].items():
+    for name, tokens in report.layers.as_dict().items():
         lines.append(f"  {name.replace('_', ' '):<13}{tokens:>10,}")
     lines += [
         "",
-        f"next request  {estimate['total']:>10,}  {estimate['source']}: {estimate['reason']}",
-        f"handoff at    {report['handoff_at']:>10,}",
-        f"compact at    {report['high_water']:>10,}",
-        f"verdict       {report['verdict']:>10}"
-        f"   ({report['messages']} messages through seq {report['through_seq']})",
+        f"next request  {estimate.total:>10,}  {estimate.source}: {estimate.reason}",
+        f"handoff at    {report.handoff_at:>10,}",
+        f"compact at    {report.high_water:>10,}",
+        f"verdict       {report.verdict:>10}"
+        f"   ({report.messages} messages through seq {report.through_seq})",
     ]
-    checkpoint = report.get("checkpoint")
+    checkpoint = report.checkpoint
     if checkpoint:
         lines.append(
-            f"checkpoint    {checkpoint['id'][:12]}  L{checkpoint['level']}"
-            f" · {checkpoint['segments']} segment(s) · covers through seq {checkpoint['through_seq']}"
-            f" ({checkpoint['phase']}, {checkpoint['producer']})"
+            f"checkpoint    {checkpoint.id[:12]}  L{checkpoint.level}"
+            f" · {checkpoint.segments} segment(s) · covers through seq {checkpoint.through_seq}"
+            f" ({checkpoint.phase}, {checkpoint.producer})"
         )
-    native = report.get("native")
+    native = report.native
     if native:
-        sent = "sent with this request" if native["sent"] else "not sent: it belongs to another route (R-2)"
-        lines.append(f"native state  {native['checkpoint_id'][:12]} of {native['bound_model']}, {sent}")
-    snipped = report.get("snipped")
-    if snipped and snipped["count"]:
+        sent = "sent with this request" if native.sent else "not sent: it belongs to another route (R-2)"
+        lines.append(f"native state  {native.checkpoint_id[:12]} of {native.bound_model}, {sent}")
+    snipped = report.snipped
+    if snipped.count:
         lines.append(
-            f"snipped       {snipped['count']:>10,} old tool result(s) shown as placeholders"
-            f" (−{snipped['tokens_saved']:,} tokens)"
+            f"snipped       {snipped.count:>10,} old tool result(s) shown as placeholders"
+            f" (−{snipped.tokens_saved:,} tokens)"
         )
-    handoff = report.get("handoff")
-    if handoff and handoff["status"] != "none":
-        lines.append(f"handoff       {handoff['status']:>10} for this epoch")
-    if report.get("snapshot_known") is False:
+    handoff = report.handoff
+    if handoff.status is not EpochStatus.NONE:
+        lines.append(f"handoff       {handoff.status:>10} for this epoch")
+    if not report.snapshot_known:
         lines.append("token count   unknown window and no usage yet: no handoff or LLM compaction (K-5)")
-    lines += [f"note: {notice}" for notice in report["notices"]]
+    lines += [f"note: {notice}" for notice in report.notices]
     return "\n".join(lines)
 
 

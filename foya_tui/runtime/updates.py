@@ -1,6 +1,7 @@
 """Provides the typed updates a running turn emits; the CLI prints them, the UI renders them.
 
-Names are past tense where something happened. `to_json` gives the `foya run --json` line.
+Names are past tense where something happened. The CLI's `cli_json.update_json` gives the
+`foya run --json` line of each.
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from foya_tui.runtime.context.report import ContextReport
 from foya_tui.runtime.model import Usage
 
 
@@ -19,38 +21,22 @@ class TurnStarted:
     route_id: str
     model: str
 
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "type": "turn_started",
-            "session": self.session_id,
-            "user_seq": self.user_seq,
-            "route": self.route_id,
-            "model": self.model,
-        }
-
 
 @dataclass(frozen=True)
 class ContextUpdated:
     """The compiled context of the next (or current) request: layers, budget, verdict.
 
     Emitted before each model call and after each reply, so the budget meter follows every step.
-    `report` is `RequestView.report()`.
     """
 
     session_id: str
-    report: Mapping[str, Any]
-
-    def to_json(self) -> dict[str, Any]:
-        return {"type": "context", **self.report, "session": self.session_id}
+    report: ContextReport
 
 
 @dataclass(frozen=True)
 class ReplyDelta:
     session_id: str
     text: str
-
-    def to_json(self) -> dict[str, Any]:
-        return {"type": "delta", "session": self.session_id, "text": self.text}
 
 
 @dataclass(frozen=True)
@@ -62,15 +48,6 @@ class RetryScheduled:
     attempt: int
     delay_seconds: float
 
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "type": "retry",
-            "session": self.session_id,
-            "reason": self.reason,
-            "attempt": self.attempt,
-            "delay": round(self.delay_seconds, 3),
-        }
-
 
 @dataclass(frozen=True)
 class ToolCallStarted:
@@ -80,15 +57,6 @@ class ToolCallStarted:
     call_id: str
     name: str
     arguments: str
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "type": "tool_call",
-            "session": self.session_id,
-            "id": self.call_id,
-            "name": self.name,
-            "arguments": self.arguments,
-        }
 
 
 @dataclass(frozen=True)
@@ -103,18 +71,6 @@ class ToolCallFinished:
     content: str
     metadata: Mapping[str, Any]
 
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "type": "tool_result",
-            "session": self.session_id,
-            "seq": self.seq,
-            "id": self.call_id,
-            "name": self.name,
-            "is_error": self.is_error,
-            "chars": len(self.content),
-            "metadata": dict(self.metadata),
-        }
-
 
 @dataclass(frozen=True)
 class TurnFinished:
@@ -126,16 +82,6 @@ class TurnFinished:
     notice: str | None = None
     """Something the user must know although the turn succeeded (e.g. cut at the output limit)."""
 
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "type": "turn_finished",
-            "session": self.session_id,
-            "seq": self.assistant_seq,
-            "finish_reason": self.finish_reason,
-            "usage": self.usage.to_payload() if self.usage else None,
-            "notice": self.notice,
-        }
-
 
 @dataclass(frozen=True)
 class TurnFailed:
@@ -144,9 +90,6 @@ class TurnFailed:
     """One line, secrets redacted."""
     kind: str
     """A FailureKind value, `cancelled`, or `step_limit` (too many model calls in one turn)."""
-
-    def to_json(self) -> dict[str, Any]:
-        return {"type": "turn_failed", "session": self.session_id, "kind": self.kind, "reason": self.reason}
 
 
 @dataclass(frozen=True)
@@ -158,15 +101,6 @@ class CompactionProgressed:
     stage: str
     detail: str = ""
 
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "type": "compaction_progress",
-            "session": self.session_id,
-            "trigger": self.trigger,
-            "stage": self.stage,
-            "detail": self.detail,
-        }
-
 
 @dataclass(frozen=True)
 class CompactionFinished:
@@ -174,9 +108,6 @@ class CompactionFinished:
 
     session_id: str
     report: Mapping[str, Any]
-
-    def to_json(self) -> dict[str, Any]:
-        return {"type": "compaction", **self.report, "session": self.session_id}
 
 
 @dataclass(frozen=True)
@@ -190,15 +121,6 @@ class ContextSnipped:
     results: int
     tokens_saved: int
 
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "type": "snipped",
-            "session": self.session_id,
-            "mode": self.mode,
-            "results": self.results,
-            "tokens_saved": self.tokens_saved,
-        }
-
 
 @dataclass(frozen=True)
 class HandoffRecorded:
@@ -207,9 +129,6 @@ class HandoffRecorded:
     session_id: str
     seq: int
     epoch: str
-
-    def to_json(self) -> dict[str, Any]:
-        return {"type": "handoff", "session": self.session_id, "seq": self.seq, "epoch": self.epoch}
 
 
 RuntimeUpdate = (

@@ -10,6 +10,7 @@ from textual.message import Message
 if TYPE_CHECKING:
     from foya_tui.runtime.compaction.attempt import Proposal
     from foya_tui.runtime.compaction.report import CoveredBy, InspectReport, RecallHit
+    from foya_tui.runtime.context.report import ContextReport
     from foya_tui.runtime.model import Event
     from foya_tui.runtime.providers.routes import Route
     from foya_tui.runtime.runtime import RouteOption
@@ -111,10 +112,10 @@ class BridgeFailed(Message):
 class ContextReported(Message):
     """The next request was compiled without sending it: a new conversation's preview, a resumed
     session's next request, or the request after a route switch. `report` is
-    `RequestView.report()`; `steps` (input tokens per earlier step) replaces the meter's steps,
+    `RequestView.report()` (typed); `steps` (input tokens per earlier step) replaces the meter's steps,
     None keeps them."""
 
-    def __init__(self, report: Mapping[str, Any], steps: tuple[int, ...] | None = None) -> None:
+    def __init__(self, report: ContextReport, steps: tuple[int, ...] | None = None) -> None:
         super().__init__()
         self.report = report
         self.steps = steps

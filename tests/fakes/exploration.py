@@ -78,8 +78,8 @@ class ScenarioTally:
                 self.snip_tokens_saved += update.tokens_saved
             elif isinstance(update, HandoffRecorded):
                 self.handoffs += 1
-            elif isinstance(update, ContextUpdated) and update.report["window"]:
-                share = update.report["estimate"]["total"] / update.report["window"]
+            elif isinstance(update, ContextUpdated) and update.report.window:
+                share = update.report.estimate.total / update.report.window
                 self.peak_share = max(self.peak_share, share)
             elif isinstance(update, TurnFinished):
                 self.turns_finished += 1

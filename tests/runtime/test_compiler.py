@@ -48,7 +48,7 @@ def test_simulator_usage_matches_the_local_count(runtime: Runtime) -> None:
     updates = turn(session, "hello")
     first_context = next(u for u in updates if type(u).__name__ == "ContextUpdated")
     finished = updates[-1]
-    assert first_context.report["estimate"]["total"] == finished.usage.input_tokens
+    assert first_context.report.estimate.total == finished.usage.input_tokens
     assert before.layers.working_set == 0
 
 
@@ -71,7 +71,7 @@ def test_new_messages_are_estimated_on_top_of_the_measurement(runtime: Runtime) 
     # And the provider agrees within a few tokens when the request is really sent.
     real = turn(session, "another")  # sends (follow-up + another): compare its own first compile
     context = next(u for u in real if type(u).__name__ == "ContextUpdated")
-    assert abs(context.report["estimate"]["total"] - real[-1].usage.input_tokens) <= 8
+    assert abs(context.report.estimate.total - real[-1].usage.input_tokens) <= 8
 
 
 def test_b6_floor_uses_prompt_plus_completion(runtime: Runtime) -> None:

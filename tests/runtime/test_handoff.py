@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from foya_tui.cli_json import json_of
 from foya_tui.runtime.context.budget import Verdict
 from foya_tui.runtime.context.compiler import ContextCompiler
 from foya_tui.runtime.context.report import HandoffState, handoff_state
@@ -147,7 +148,8 @@ def test_a_recorded_handoff_is_sent_at_its_position_and_is_not_the_anchor(runtim
     assert view.messages[position] == {"role": "user", "content": REMINDER_TEXT}
     assert view.messages[position - 1]["role"] == "tool"  # after the step's results
     assert view.anchor_seq == anchor and exact(view)
-    assert view.report()["handoff"] == {"state": "below_handoff", "epoch": "none", "status": "recorded"}
+    handoff = json_of(view.report())["handoff"]
+    assert handoff == {"state": "below_handoff", "epoch": "none", "status": "recorded"}
     (hidden,) = [entry for entry in runtime.compiler.snapshot(session.id).entries if entry.hidden]
     assert hidden.seq == seq and hidden.message.role is Role.USER
 
@@ -224,7 +226,8 @@ def test_k5_the_snapshot_is_known_with_a_window_or_a_measurement(runtime: Runtim
     assert session.context().snapshot_known  # the simulator declares its window
     unknown = runtime.route_for("acme/mystery")
     view = compiler.compile(session.id, unknown)
-    assert view.model.window is None and not view.snapshot_known and not view.report()["snapshot_known"]
+    assert view.model.window is None and not view.snapshot_known
+    assert not json_of(view.report())["snapshot_known"]
     append(
         runtime,
         session.id,

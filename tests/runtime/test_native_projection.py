@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from foya_tui.cli_json import json_of
 from foya_tui.runtime.context.request import RequestView
 from foya_tui.runtime.digests import canonical_json
 from foya_tui.runtime.model import EventKind, NewEvent
@@ -141,7 +142,7 @@ def test_a_native_checkpoint_sends_state_on_its_own_route(runtime: Runtime) -> N
     counter = counter_for_model(native_route.model)
     assert view.layers.native_state == TOKENS_PER_MESSAGE + counter.count(canonical_json(NATIVE_STATE))
     assert exact(view)
-    assert view.report()["native"] == {
+    assert json_of(view.report())["native"] == {
         "checkpoint_id": checkpoint.id,
         "bound_model": "foya-sim/native",
         "sent": True,
@@ -161,7 +162,7 @@ def test_another_route_gets_the_portable_text_checkpoint_never_the_native_state(
         f"the native state of checkpoint {native.id[:12]} belongs to foya-sim/native; not sent (SPEC R-2)"
         in (view.notices)
     )
-    assert view.report()["native"] == {
+    assert json_of(view.report())["native"] == {
         "checkpoint_id": native.id,
         "bound_model": "foya-sim/native",
         "sent": False,
@@ -182,7 +183,7 @@ def test_without_a_text_ancestor_another_route_sees_full_history(runtime: Runtim
     view = runtime.compiler.compile(session_id, runtime.route_for("foya-sim/large"))
     assert view.checkpoint is None and view.native_state is None
     assert contents(view) == [f"message {i}" for i in range(1, 6)]
-    assert view.report()["native"]["sent"] is False
+    assert json_of(view.report())["native"]["sent"] is False
 
 
 def test_a_covered_anchor_is_reinserted_verbatim_after_the_native_head(runtime: Runtime) -> None:
@@ -228,9 +229,10 @@ def test_a_native_candidate_is_measured_on_its_route_only(runtime: Runtime) -> N
     assert measured.layers.history == 0 < measured.layers.native_state  # the prefix is state now
     crossed = runtime.compiler.compile(session_id, runtime.route_for("foya-sim/small"), candidate=candidate)
     assert crossed.checkpoint is None and crossed.native_state is None
-    assert crossed.report()["native"] == {
+    assert json_of(crossed.report())["native"] == {
         "checkpoint_id": candidate.id,
         "bound_model": "foya-sim/native",
         "sent": False,
     }
-    assert runtime.compiler.compile(session_id, native_route).report()["native"] is None  # nothing committed
+    after = runtime.compiler.compile(session_id, native_route).report()
+    assert json_of(after)["native"] is None  # nothing committed

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from foya_tui.cli_json import json_of
 from foya_tui.runtime.compaction.failures import Trigger
 from foya_tui.runtime.model import EventKind
 from foya_tui.runtime.runtime import Runtime
@@ -133,7 +134,7 @@ def test_a_native_checkpoint_is_never_sent_to_another_route(tmp_path: Path) -> N
         session.switch_route(runtime.route_for("foya-sim/large"))
         view = session.context()
         assert view.native_state is None and view.layers.native_state == 0
-        assert view.report()["native"]["sent"] is False
+        assert json_of(view.report())["native"]["sent"] is False
         updates = list(session.send("what did you find so far?"))
         assert isinstance(updates[-1], TurnFinished), updates[-1]
         session.switch_route(native)

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from foya_tui.cli_json import json_of
 from foya_tui.runtime.context.compiler import ContextCompiler
 from foya_tui.runtime.context.request import RequestView
 from foya_tui.runtime.digests import sha256_hex
@@ -251,7 +252,7 @@ def test_pending_snips_shape_one_compile_and_count_exactly(
     )
     assert HISTORY_READ_TOOL in tool_names(view) and HISTORY_READ_TOOL not in tool_names(before)
     assert view.revision != before.revision
-    assert view.report()["snipped"] == {"count": 4, "tokens_saved": view.snip_saved_tokens}
+    assert json_of(view.report())["snipped"] == {"count": 4, "tokens_saved": view.snip_saved_tokens}
     results = {m["tool_call_id"]: m for m in view.messages if m["role"] == "tool"}
     write = results["c_write"]
     assert write["name"] == "write_file"

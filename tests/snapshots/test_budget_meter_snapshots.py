@@ -15,9 +15,11 @@ from snapshot_scene import make_app, send, wait_until
 from textual.pilot import Pilot
 from textual.widgets import OptionList
 
+from foya_tui.runtime.context.report import ContextReport
 from foya_tui.runtime.runtime import Runtime
 from foya_tui.ui.app import FoyaApp
 from foya_tui.ui.screens.routes import RouteSwitcher
+from tests.reports import context_report
 
 WIDE = (120, 34)
 NARROW = (90, 34)
@@ -34,26 +36,26 @@ async def preview_shown(pilot: Pilot[None]) -> None:
     await wait_until(pilot, lambda: screen.ready and screen.context_report is not None)
 
 
-def crafted(total: int, source: str, reason: str, verdict: str, **layers: int) -> dict[str, Any]:
+def crafted(total: int, source: str, reason: str, verdict: str, **layers: int) -> ContextReport:
     """A foya-sim/small report after a few measured steps, with the given total and layers."""
-    return {
-        "session": "3f2a9c00000040008000000000000000",
-        "route": {
+    return context_report(
+        session="3f2a9c00000040008000000000000000",
+        route={
             "id": "bde85c5fa679b104",
             "model": "foya-sim/small",
             "connection": "default",
             "simulator": True,
         },
-        "window": 8192,
-        "window_source": "simulator",
-        "max_input": None,
-        "output_reserve": 2048,
-        "reserve_basis": "2 × last output",
-        "input_budget": 6144,
-        "handoff_at": 4300,
-        "high_water": 4915,
-        "estimate": {"total": total, "source": source, "reason": reason},
-        "layers": {
+        window=8192,
+        window_source="simulator",
+        max_input=None,
+        output_reserve=2048,
+        reserve_basis="2 × last output",
+        input_budget=6144,
+        handoff_at=4300,
+        high_water=4915,
+        estimate={"total": total, "source": source, "reason": reason},
+        layers={
             "pinned": 156,
             "history": 0,
             "working_set": 0,
@@ -61,15 +63,15 @@ def crafted(total: int, source: str, reason: str, verdict: str, **layers: int) -
             "native_state": 0,
             **layers,
         },
-        "counter": "o200k_base",
-        "counted_exactly": True,
-        "verdict": verdict,
-        "through_seq": 40,
-        "anchor_seq": 31,
-        "checkpoint_id": None,
-        "messages": 24,
-        "notices": [],
-    }
+        counter="o200k_base",
+        counted_exactly=True,
+        verdict=verdict,
+        through_seq=40,
+        anchor_seq=31,
+        checkpoint_id=None,
+        messages=24,
+        notices=[],
+    )
 
 
 PAST_HANDOFF = crafted(
@@ -80,8 +82,8 @@ PAST_HANDOFF = crafted(
     history=2310,
     working_set=1270,
 )
-PAST_COMPACTION = {
-    **crafted(
+PAST_COMPACTION = context_report(
+    crafted(
         5380,
         "measured+estimate",
         "measured, plus 740 estimated since",
@@ -89,15 +91,15 @@ PAST_COMPACTION = {
         history=3050,
         working_set=1298,
     ),
-    "notices": ["2 large tool result(s) shortened in the model's view (SPEC T-1)"],
-}
+    notices=["2 large tool result(s) shortened in the model's view (SPEC T-1)"],
+)
 STEPS = (1038, 1127, 1490, 2210, 2650, 3120, 3395, 3872, 4230, 4612)
 
 
-async def after_a_turn_then(pilot: Pilot[None], report: dict[str, Any]) -> None:
+async def after_a_turn_then(pilot: Pilot[None], report: ContextReport) -> None:
     await send(pilot, "hello")
     screen = conversation_of(pilot)
-    screen.input_steps = STEPS + ((5380,) if report["verdict"] == "compact" else ())
+    screen.input_steps = STEPS + ((5380,) if report.verdict == "compact" else ())
     screen.context_report = report
     await pilot.pause()
 

@@ -3,7 +3,6 @@ plus unit tests of the meter's pure helpers (bar widths, markers, clamping)."""
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -15,6 +14,7 @@ from textual.pilot import Pilot
 from textual.widget import Widget
 from textual.widgets import OptionList
 
+from foya_tui.runtime.context.report import ContextReport
 from foya_tui.runtime.model import Event, EventKind
 from foya_tui.runtime.runtime import Runtime
 from foya_tui.settings import Settings
@@ -39,6 +39,7 @@ from foya_tui.ui.widgets.budget_meter import (
     read_report,
     sparkline,
 )
+from tests.reports import context_report
 from tests.ui.probes import notifications
 
 WIDE = (120, 34)
@@ -72,33 +73,9 @@ def reading(app: FoyaApp) -> MeterReading:
     return app.conversation.meter.reading
 
 
-def crafted(**changes: Any) -> dict[str, Any]:
-    """A report shaped like `RequestView.report()` for foya-sim/small; `changes` replace fields."""
-    report: dict[str, Any] = {
-        "session": "3f2a9c",
-        "route": {"id": "r1", "model": "foya-sim/small", "connection": "default", "simulator": True},
-        "window": 8192,
-        "window_source": "simulator",
-        "max_input": None,
-        "output_reserve": 2048,
-        "reserve_basis": "first request",
-        "input_budget": 6144,
-        "handoff_at": 4300,
-        "high_water": 4915,
-        "estimate": {"total": 3000, "source": "measured", "reason": "as measured by the provider"},
-        "layers": {"pinned": 900, "history": 1200, "working_set": 600, "tool_schema": 300, "native_state": 0},
-        "counter": "o200k_base",
-        "counted_exactly": True,
-        "verdict": "ok",
-        "through_seq": 12,
-        "anchor_seq": 9,
-        "checkpoint_id": None,
-        "messages": 8,
-        "notices": [],
-    }
-    report = copy.deepcopy(report)
-    report.update(changes)
-    return report
+def crafted(**changes: Any) -> ContextReport:
+    """A report like `RequestView.report()` for foya-sim/small; `changes` replace fields."""
+    return context_report(**changes)
 
 
 async def preview_shown(pilot: Pilot[None], wait_until) -> None:
@@ -436,14 +413,13 @@ def test_a_total_past_the_window_fills_the_bar_and_markers_stay_visible() -> Non
 def test_bad_and_negative_numbers_are_clamped() -> None:
     report = crafted(
         window=-5,
-        input_budget="lots",
-        output_reserve=float("nan"),
-        handoff_at=True,
+        input_budget=-1,
+        output_reserve=-2,
+        handoff_at=0,
         high_water=-1,
-        estimate={"total": -30, "source": "guessed", "reason": 7},
-        layers={"pinned": -3, "history": 2.7, "working_set": None, "tool_schema": "9"},
-        verdict="panic",
-        notices="not a list",
+        estimate={"total": -30, "source": "estimate", "reason": "guessed"},
+        layers={"pinned": -3, "history": 2, "working_set": -1, "tool_schema": 0},
+        notices=("", "  "),
     )
     shown = read_report(report)
     assert shown.window is None and shown.scale == 1
@@ -452,8 +428,8 @@ def test_bad_and_negative_numbers_are_clamped() -> None:
     assert shown.layers == (0, 2, 0, 0, 0)
     assert shown.source == "estimate" and shown.verdict == "ok" and shown.notices == ()
     assert sum(cells for _, cells in bar_segments(shown, 20)) == 20
-    assert read_report(None) == MeterReading() and read_report("nonsense") == MeterReading()  # type: ignore[arg-type]
-    assert read_report({}).known and read_report({}).model == "unknown model"
+    assert read_report(None) == MeterReading()
+    assert read_report(crafted(route={"model": "\x1b[0m"})).model == "unknown model"
 
 
 def test_report_strings_lose_escapes_and_stay_one_line() -> None:

@@ -47,6 +47,7 @@ from foya_tui.ui.widgets.checkpoint_tree import TreeEntry, ledger_counts_text
 from foya_tui.ui.widgets.message_block import MessageBlock
 from foya_tui.ui.widgets.prompt import Prompt
 from tests.fakes.scripted import ScriptedClient, WaitingSummaries
+from tests.reports import context_report
 from tests.snapshots.snapshot_scene import (
     SEGMENTED,
     compaction_history,
@@ -542,7 +543,7 @@ async def test_rewind_to_a_user_message_puts_its_text_back_into_the_prompt(
         assert [(e.seq, e.kind) for e in after[:-1]] == [(e.seq, e.kind) for e in before]  # nothing deleted
         assert after[-1].kind is EventKind.REWIND and after[-1].payload == {"to_seq": target.seq - 1}  # type: ignore[operator]
         (reported,) = [m for m in of_type(posted, ContextReported)]
-        assert reported.report["anchor_seq"] == screen.messages.blocks[0].seq  # "hello" is the latest now
+        assert reported.report.anchor_seq == screen.messages.blocks[0].seq  # "hello" is the latest now
         assert screen.context_report is reported.report
 
         # The edited message is sent like any other.
@@ -679,9 +680,9 @@ def test_short_token_counts() -> None:
 
 
 def test_the_checkpoint_is_read_from_the_report() -> None:
-    assert read_report({"checkpoint": None}).checkpoint is None
-    assert read_report({"checkpoint": {"level": 1}}).checkpoint is None  # no id: none
-    reading = read_report({"checkpoint": {"id": "7a91c3", "level": 1, "segments": 3, "through_seq": 40}})
+    assert read_report(context_report(checkpoint=None)).checkpoint is None
+    checkpoint = {"id": "7a91c3", "level": 1, "segments": 3, "through_seq": 40}
+    reading = read_report(context_report(checkpoint=checkpoint))
     assert reading.checkpoint is not None
     assert (reading.checkpoint.id, reading.checkpoint.level, reading.checkpoint.segments) == ("7a91c3", 1, 3)
 

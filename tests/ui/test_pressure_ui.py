@@ -51,6 +51,7 @@ from foya_tui.ui.widgets.message_block import ContextNote, MessageBlock, handoff
 from foya_tui.ui.widgets.message_list import history_items
 from foya_tui.ui.widgets.prompt import Prompt
 from tests.fakes.scripted import WaitingSummaries
+from tests.reports import context_report
 from tests.snapshots.snapshot_scene import (
     BREAKER_SETTINGS,
     SceneClock,
@@ -237,12 +238,12 @@ async def test_a_native_checkpoint_on_another_route_reads_other_route(
 
 
 async def test_the_one_line_meter_keeps_the_new_states_short(app: FoyaApp, wait_until: WaitUntil) -> None:
-    report = {
-        **REPORT,
-        "handoff": {"state": "handoff_band", "epoch": "none", "status": "recorded"},
-        "snipped": {"count": 12, "tokens_saved": 3400},
-        "native": {"checkpoint_id": "ca65", "bound_model": "foya-sim/native", "sent": False},
-    }
+    report = context_report(
+        REPORT,
+        handoff={"state": "handoff_band", "epoch": "none", "status": "recorded"},
+        snipped={"count": 12, "tokens_saved": 3400},
+        native={"checkpoint_id": "ca65", "bound_model": "foya-sim/native", "sent": False},
+    )
     async with app.run_test(size=NARROW) as pilot:
         await wait_until(pilot, lambda: app.conversation.ready)
         app.conversation.context_report = report
@@ -479,30 +480,30 @@ async def test_the_inspector_shows_a_native_checkpoint_and_its_state(
 
 # -- pure helpers ----------------------------------------------------------------------------------------
 
-REPORT: dict[str, Any] = {
-    "route": {"id": "r1", "model": "foya-sim/small", "connection": "default", "simulator": True},
-    "window": 8192,
-    "input_budget": 6144,
-    "output_reserve": 2048,
-    "handoff_at": 4300,
-    "high_water": 4915,
-    "estimate": {"total": 4600, "source": "measured", "reason": ""},
-    "layers": {"pinned": 900, "history": 2000, "working_set": 1400, "tool_schema": 300, "native_state": 0},
-    "verdict": "handoff",
-    "notices": [],
-}
+REPORT = context_report(
+    route={"id": "r1", "model": "foya-sim/small", "connection": "default", "simulator": True},
+    window=8192,
+    input_budget=6144,
+    output_reserve=2048,
+    handoff_at=4300,
+    high_water=4915,
+    estimate={"total": 4600, "source": "measured", "reason": ""},
+    layers={"pinned": 900, "history": 2000, "working_set": 1400, "tool_schema": 300, "native_state": 0},
+    verdict="handoff",
+    notices=[],
+)
 
 
 def test_the_new_report_fields_are_read_and_clamped() -> None:
     reading = read_report(
-        {
-            **REPORT,
-            "snipped": {"count": 12, "tokens_saved": 3400},
-            "handoff": {"state": "handoff_band", "epoch": "none", "status": "recorded"},
-            "native": {"checkpoint_id": "ca65", "bound_model": "foya-sim/native", "sent": False},
-            "snapshot_known": True,
-            "checkpoint": {"id": "7a91c3", "level": 1, "segments": 3, "producer": "repaired"},
-        }
+        context_report(
+            REPORT,
+            snipped={"count": 12, "tokens_saved": 3400},
+            handoff={"state": "handoff_band", "epoch": "none", "status": "recorded"},
+            native={"checkpoint_id": "ca65", "bound_model": "foya-sim/native", "sent": False},
+            snapshot_known=True,
+            checkpoint={"id": "7a91c3", "level": 1, "segments": 3, "producer": "repaired"},
+        )
     )
     assert (reading.snipped, reading.snipped_saved) == (12, 3400)
     assert (reading.handoff_state, reading.handoff_status) == ("handoff_band", "recorded")
@@ -513,24 +514,25 @@ def test_the_new_report_fields_are_read_and_clamped() -> None:
     assert line_tags(reading) == [" · handoff stored", " · snipped −3.4k", " · native: other route"]
 
     odd = read_report(
-        {
-            **REPORT,
-            "snipped": {"count": -3, "tokens_saved": "many"},
-            "handoff": {"state": "[bold]x", "status": None},
-            "native": {"checkpoint_id": "", "sent": True},
-            "snapshot_known": False,
-        }
+        context_report(
+            REPORT,
+            snipped={"count": -3, "tokens_saved": -1},
+            handoff={"state": "below_handoff", "status": "none"},
+            native=None,
+            snapshot_known=False,
+        )
     )
     assert (odd.snipped, odd.snipped_saved, odd.native) == (0, 0, None)
     assert (odd.handoff_state, odd.handoff_status) == ("below_handoff", "none")
     assert snipped_text(odd) == "" and handoff_text(odd) == "" and line_tags(odd) == []
     # In the band with no record yet: waiting for a measured request (K-5), or due before the next step.
-    band = {**REPORT, "handoff": {"state": "handoff_band", "status": "none"}}
-    assert handoff_text(read_report({**band, "snapshot_known": False})) == "handoff: waits for measured usage"
+    band = context_report(REPORT, handoff={"state": "handoff_band", "status": "none"})
+    waiting = read_report(context_report(band, snapshot_known=False))
+    assert handoff_text(waiting) == "handoff: waits for measured usage"
     assert handoff_text(read_report(band)) == "handoff: reminder before next step"
-    suppressed = {**REPORT, "handoff": {"state": "handoff_band", "status": "suppressed"}}
+    suppressed = context_report(REPORT, handoff={"state": "handoff_band", "status": "suppressed"})
     assert handoff_text(read_report(suppressed)) == "handoff: suppressed (bad record)"
-    # A report from before these fields: nothing new is shown, and the snapshot counts as known.
+    # A report with none of these states: nothing new is shown, and the snapshot counts as known.
     old = read_report(REPORT)
     assert old.snapshot_known and old.native is None and line_tags(old) == []
 

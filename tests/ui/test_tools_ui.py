@@ -364,7 +364,7 @@ async def test_a_shortened_result_has_a_badge_that_opens_the_full_text(
         (block,) = tool_blocks(app)
         assert app.session is not None and block.outcome is not None
         report = app.conversation.context_report
-        assert report is not None and block.outcome.seq in report["shortened_seqs"]
+        assert report is not None and block.outcome.seq in report.shortened_seqs
         badge = block.query_one(".badge")
         await wait_until(pilot, lambda: badge.display)
         text = visible_text(badge)

@@ -20,7 +20,8 @@ from typing import Any
 
 from foya_tui.runtime.context.budget import Budget, compute_budget
 from foya_tui.runtime.context.index import SessionIndex
-from foya_tui.runtime.context.request import LayerTokens, MessageSequence, RequestView
+from foya_tui.runtime.context.report import LayerTokens
+from foya_tui.runtime.context.request import MessageSequence, RequestView
 from foya_tui.runtime.context.sources import load_sources
 from foya_tui.runtime.context.tool_results import shortened_count
 from foya_tui.runtime.context.tracker import estimate_request, latest_baseline

@@ -13,7 +13,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from foya_tui.runtime.context.budget import Budget, Verdict
-from foya_tui.runtime.context.report import checkpoint_summary, handoff_state
+from foya_tui.runtime.context.report import (
+    CheckpointSummary,
+    ContextReport,
+    HandoffSummary,
+    LayerTokens,
+    NativeSummary,
+    RouteSummary,
+    SnipSummary,
+    handoff_state,
+)
 from foya_tui.runtime.context.tracker import Estimate, EstimateSource
 from foya_tui.runtime.providers.catalog import ModelInfo
 from foya_tui.runtime.providers.client import ProviderRequest
@@ -21,31 +30,6 @@ from foya_tui.runtime.providers.routes import Route
 from foya_tui.runtime.view.checkpoint import Checkpoint
 from foya_tui.runtime.view.handoff import NO_EPOCH, EpochStatus
 from foya_tui.runtime.view.history import LogEntry
-
-LAYER_NAMES = ("pinned", "history", "working_set", "tool_schema", "native_state")
-
-
-@dataclass(frozen=True)
-class LayerTokens:
-    """Tokens per layer of SPEC X-7, counted locally. Layering is for diagnosis: it deletes nothing."""
-
-    pinned: int
-    history: int
-    working_set: int
-    tool_schema: int
-    native_state: int
-
-    @property
-    def total(self) -> int:
-        return self.pinned + self.history + self.working_set + self.tool_schema + self.native_state
-
-    @property
-    def fixed(self) -> int:
-        """The context that is not conversation: its growth is added to a measured baseline (B-6)."""
-        return self.pinned + self.tool_schema + self.native_state
-
-    def as_dict(self) -> dict[str, int]:
-        return {name: getattr(self, name) for name in LAYER_NAMES}
 
 
 @dataclass(frozen=True)
@@ -101,60 +85,45 @@ class RequestView:
             route=self.route, messages=tuple(self.messages), tools=self.tools, native_state=self.native_state
         )
 
-    def _native_report(self) -> dict[str, Any] | None:
+    def report(self) -> ContextReport:
+        """What this request says about itself to the faces (typed; the CLI makes it JSON)."""
         native = self.native_checkpoint
-        if native is None:
-            return None
-        return {
-            "checkpoint_id": native.id,
-            "bound_model": native.model,
-            "sent": self.native_state is not None,
-        }
-
-    def report(self) -> dict[str, Any]:
-        """The JSON shape of `foya context --json` and of `context` runtime updates."""
-        return {
-            "session": self.session_id,
-            "route": {
-                "id": self.route.id,
-                "model": self.route.model,
-                "connection": self.route.connection,
-                "simulator": self.route.is_simulator,
-            },
-            "window": self.budget.window,
-            "window_source": self.model.source,
-            "max_input": self.budget.max_input,
-            "output_reserve": self.budget.output_reserve,
-            "reserve_basis": self.budget.reserve_basis,
-            "input_budget": self.budget.input_budget,
-            "handoff_at": self.budget.handoff_at,
-            "high_water": self.budget.high_water,
-            "estimate": {
-                "total": self.estimate.total,
-                "source": str(self.estimate.source),
-                "reason": self.estimate.reason,
-            },
-            "layers": self.layers.as_dict(),
-            "counter": self.counter,
-            "counted_exactly": self.counted_exactly,
-            "verdict": str(self.verdict),
-            "through_seq": self.through_seq,
-            "anchor_seq": self.anchor_seq,
-            "checkpoint_id": self.checkpoint_id,
-            "checkpoint": checkpoint_summary(self.checkpoint),
-            "messages": len(self.messages),
-            "tools": [tool["function"]["name"] for tool in self.tools if "function" in tool],
-            "shortened_seqs": list(self.shortened_seqs),
-            "snipped": {"count": len(self.snipped_seqs), "tokens_saved": self.snip_saved_tokens},
-            "snapshot_known": self.snapshot_known,
-            "handoff": {
-                "state": str(handoff_state(self.verdict)),
-                "epoch": self.handoff_epoch,
-                "status": str(self.handoff_status),
-            },
-            "native": self._native_report(),
-            "notices": list(self.notices),
-        }
+        return ContextReport(
+            session=self.session_id,
+            route=RouteSummary(
+                id=self.route.id,
+                model=self.route.model,
+                connection=self.route.connection,
+                simulator=self.route.is_simulator,
+            ),
+            window=self.budget.window,
+            window_source=self.model.source,
+            max_input=self.budget.max_input,
+            output_reserve=self.budget.output_reserve,
+            reserve_basis=self.budget.reserve_basis,
+            input_budget=self.budget.input_budget,
+            handoff_at=self.budget.handoff_at,
+            high_water=self.budget.high_water,
+            estimate=self.estimate,
+            layers=self.layers,
+            counter=self.counter,
+            counted_exactly=self.counted_exactly,
+            verdict=self.verdict,
+            through_seq=self.through_seq,
+            anchor_seq=self.anchor_seq,
+            checkpoint_id=self.checkpoint_id,
+            checkpoint=CheckpointSummary.of(self.checkpoint),
+            messages=len(self.messages),
+            tools=tuple(tool["function"]["name"] for tool in self.tools if "function" in tool),
+            shortened_seqs=self.shortened_seqs,
+            snipped=SnipSummary(len(self.snipped_seqs), self.snip_saved_tokens),
+            snapshot_known=self.snapshot_known,
+            handoff=HandoffSummary(handoff_state(self.verdict), self.handoff_epoch, self.handoff_status),
+            native=None
+            if native is None
+            else NativeSummary(native.id, native.model, self.native_state is not None),
+            notices=self.notices,
+        )
 
 
 class MessageSequence(Sequence[Mapping[str, Any]]):

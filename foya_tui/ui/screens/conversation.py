@@ -76,6 +76,7 @@ from foya_tui.ui.widgets.message_list import MessageList
 from foya_tui.ui.widgets.prompt import Prompt
 
 if TYPE_CHECKING:
+    from foya_tui.runtime.context.report import ContextReport
     from foya_tui.runtime.providers.routes import Route
     from foya_tui.runtime.runtime import Runtime
     from foya_tui.runtime.session import Session
@@ -150,7 +151,7 @@ class ConversationScreen(Screen[None]):
         ),
     ]
 
-    context_report: var[Mapping[str, Any] | None] = var(None)
+    context_report: var[ContextReport | None] = var(None)
     """The compiled context of the next request (`RequestView.report()`), shown by the meter."""
     input_steps: var[tuple[int, ...]] = var(())
     """Input tokens of each model call of this session, for the meter's sparkline."""
@@ -460,9 +461,8 @@ class ConversationScreen(Screen[None]):
         block.finish(message.outcome)
         block.shortened = message.outcome.seq in self._shortened
 
-    def _follow_shortened(self, report: Mapping[str, Any]) -> None:
-        seqs = report.get("shortened_seqs") or ()
-        shortened = frozenset(seq for seq in seqs if isinstance(seq, int))
+    def _follow_shortened(self, report: ContextReport) -> None:
+        shortened = frozenset(report.shortened_seqs)
         if shortened != self._shortened:
             self._shortened = shortened
             self._mark_shortened()

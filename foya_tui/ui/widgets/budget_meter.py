@@ -1,9 +1,9 @@
 """Provides the budget meter: the next request's context layers, budget and lines at a glance.
 
 `BudgetMeter` is the sidebar; `MeterLine` is its one-line form for narrow terminals. Both follow
-Textual's ProgressBar: the screen pushes the runtime's report (`RequestView.report()`, a plain
-dict) into a `report` reactive with `data_bind`; `compute_reading` turns it into a clamped
-`MeterReading`; the meter's parts are bound to that reading and only render it. Nothing here
+Textual's ProgressBar: the screen pushes the runtime's report (`RequestView.report()`, a typed
+`ContextReport`) into a `report` reactive with `data_bind`; `compute_reading` turns it into a
+clamped `MeterReading`; the meter's parts are bound to that reading and only render it. Nothing here
 counts tokens or reads the store: every number arrives in the report. Text is assembled as
 `Content` from plain strings, so a model name such as `[bold]x` is shown literally.
 
@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, NamedTuple
 
 from textual.app import ComposeResult
@@ -28,7 +28,17 @@ from textual.content import Content
 from textual.reactive import reactive
 from textual.widget import Widget
 
+from foya_tui.runtime.compaction.failures import Producer
+from foya_tui.runtime.context.budget import Verdict
+from foya_tui.runtime.context.report import (
+    CheckpointSummary,
+    ContextReport,
+    HandoffState,
+    NativeSummary,
+)
+from foya_tui.runtime.context.tracker import EstimateSource
 from foya_tui.runtime.text import strip_control
+from foya_tui.runtime.view.handoff import EpochStatus
 
 # The layers of SPEC X-7, in the order the bar stacks them: (report key, label, theme variable).
 LAYERS: tuple[tuple[str, str, str], ...] = (
@@ -39,18 +49,14 @@ LAYERS: tuple[tuple[str, str, str], ...] = (
     ("native_state", "native state", "meter-native-state"),
 )
 LAYER_KEYS = tuple(key for key, _, _ in LAYERS)
-SOURCES = ("measured", "measured+estimate", "estimate")
-VERDICTS = ("ok", "handoff", "compact")
-HANDOFF_STATES = ("below_handoff", "handoff_band", "compaction_due")
-HANDOFF_STATUSES = ("none", "recorded", "suppressed")
 PRODUCERS = {
-    "llm": "llm summary",
-    "repaired": "llm, repaired",
-    "native": "provider (native)",
-    "fallback": "fallback (no model)",
+    Producer.LLM: "llm summary",
+    Producer.REPAIRED: "llm, repaired",
+    Producer.NATIVE: "provider (native)",
+    Producer.FALLBACK: "fallback (no model)",
 }
-"""How the meter names who made a checkpoint (`report["checkpoint"]["producer"]`); each fits the
-sidebar after "  made by "."""
+"""How the meter names who made a checkpoint (`report.checkpoint.producer`); each fits the sidebar
+after "  made by "."""
 MAX_STEPS = 256
 """Steps the sparkline keeps; older ones scrolled off the sidebar long ago."""
 MAX_NOTICES = 3
@@ -79,27 +85,6 @@ def one_line(value: object, limit: int = 300) -> str:
 
 
 @dataclass(frozen=True)
-class CheckpointSummary:
-    """The checkpoint a request applies, as the meter names it (`report["checkpoint"]`)."""
-
-    id: str
-    level: int
-    segments: int
-    producer: str = ""
-    """llm, repaired, native or fallback ("" when the report does not say)."""
-
-
-@dataclass(frozen=True)
-class NativeSummary:
-    """A provider-native checkpoint of the session (`report["native"]`): bound to the route of
-    `bound_model`; `sent` False means the request's route may not use it (SPEC R-2)."""
-
-    checkpoint_id: str
-    bound_model: str
-    sent: bool
-
-
-@dataclass(frozen=True)
 class MeterReading:
     """A report as the meter shows it: every number clamped, every string one clean line."""
 
@@ -114,19 +99,19 @@ class MeterReading:
     handoff_at: int = 0
     high_water: int = 0
     total: int = 0
-    source: str = "estimate"
+    source: EstimateSource = EstimateSource.ESTIMATE
     reason: str = ""
     layers: tuple[int, ...] = (0, 0, 0, 0, 0)
     counter: str = ""
     counted_exactly: bool = False
-    verdict: str = "ok"
+    verdict: Verdict = Verdict.OK
     notices: tuple[str, ...] = ()
     checkpoint: CheckpointSummary | None = None
     snipped: int = 0
     """Tool results the model sees as placeholders (micro-compaction or snip, SPEC K-3/K-4)."""
     snipped_saved: int = 0
-    handoff_state: str = "below_handoff"
-    handoff_status: str = "none"
+    handoff_state: HandoffState = HandoffState.BELOW_HANDOFF
+    handoff_status: EpochStatus = EpochStatus.NONE
     """Whether this compaction epoch's hidden continuation reminder is stored (SPEC K-1)."""
     snapshot_known: bool = True
     """False while no trustworthy token snapshot exists: the handoff and LLM compaction wait (K-5)."""
@@ -155,75 +140,47 @@ class MeterReading:
 EMPTY_READING = MeterReading()
 
 
-def read_report(report: Mapping[str, Any] | None) -> MeterReading:
-    """Clamp a `RequestView.report()` dict into a MeterReading; missing or malformed fields become
-    zero, empty or the safe choice (an unknown source reads as an estimate, an unknown verdict as ok)."""
-    if not isinstance(report, Mapping):
+def read_report(report: ContextReport | None) -> MeterReading:
+    """A report as the meter shows it: numbers clamped to whole tokens ≥ 0, every string one clean
+    line (a model name or notice cannot carry escapes or markup into the sidebar)."""
+    if report is None:
         return EMPTY_READING
-
-    def section(name: str) -> Mapping[str, Any]:
-        value = report.get(name)
-        return value if isinstance(value, Mapping) else {}
-
-    route, estimate, layers = section("route"), section("estimate"), section("layers")
-    snipped, handoff = section("snipped"), section("handoff")
-    source = one_line(estimate.get("source"))
-    verdict = one_line(report.get("verdict"))
-    handoff_state = one_line(handoff.get("state"))
-    handoff_status = one_line(handoff.get("status"))
-    notices = report.get("notices")
+    checkpoint = report.checkpoint
+    native = report.native
     return MeterReading(
         known=True,
-        model=one_line(route.get("model")) or "unknown model",
-        simulator=route.get("simulator") is True,
-        window=tokens(report.get("window")) or None,
-        input_budget=tokens(report.get("input_budget")),
-        output_reserve=tokens(report.get("output_reserve")),
-        reserve_basis=one_line(report.get("reserve_basis")),
-        handoff_at=tokens(report.get("handoff_at")),
-        high_water=tokens(report.get("high_water")),
-        total=tokens(estimate.get("total")),
-        source=source if source in SOURCES else "estimate",
-        reason=one_line(estimate.get("reason")),
-        layers=tuple(tokens(layers.get(key)) for key in LAYER_KEYS),
-        counter=one_line(report.get("counter")),
-        counted_exactly=report.get("counted_exactly") is True,
-        verdict=verdict if verdict in VERDICTS else "ok",
-        notices=tuple(one_line(n) for n in notices if one_line(n))
-        if isinstance(notices, list | tuple)
-        else (),
-        checkpoint=read_checkpoint(report.get("checkpoint")),
-        snipped=tokens(snipped.get("count")),
-        snipped_saved=tokens(snipped.get("tokens_saved")),
-        handoff_state=handoff_state if handoff_state in HANDOFF_STATES else "below_handoff",
-        handoff_status=handoff_status if handoff_status in HANDOFF_STATUSES else "none",
-        # Only an explicit False: a report without the key predates K-5 and was measured as before.
-        snapshot_known=report.get("snapshot_known") is not False,
-        native=read_native(report.get("native")),
+        model=one_line(report.route.model) or "unknown model",
+        simulator=report.route.simulator,
+        window=tokens(report.window) or None,
+        input_budget=tokens(report.input_budget),
+        output_reserve=tokens(report.output_reserve),
+        reserve_basis=one_line(report.reserve_basis),
+        handoff_at=tokens(report.handoff_at),
+        high_water=tokens(report.high_water),
+        total=tokens(report.estimate.total),
+        source=report.estimate.source,
+        reason=one_line(report.estimate.reason),
+        layers=tuple(tokens(getattr(report.layers, key)) for key in LAYER_KEYS),
+        counter=one_line(report.counter),
+        counted_exactly=report.counted_exactly,
+        verdict=report.verdict,
+        notices=tuple(line for notice in report.notices if (line := one_line(notice))),
+        checkpoint=None
+        if checkpoint is None
+        else replace(checkpoint, id=one_line(checkpoint.id, 64), producer=one_line(checkpoint.producer, 20)),
+        snipped=tokens(report.snipped.count),
+        snipped_saved=tokens(report.snipped.tokens_saved),
+        handoff_state=report.handoff.state,
+        handoff_status=report.handoff.status,
+        snapshot_known=report.snapshot_known,
+        native=None
+        if native is None
+        else replace(
+            native,
+            checkpoint_id=one_line(native.checkpoint_id, 64),
+            bound_model=one_line(native.bound_model, 80),
+        ),
     )
-
-
-def read_checkpoint(raw: object) -> CheckpointSummary | None:
-    """The report's checkpoint (None, or a mapping with id, level and segments); one without an id
-    counts as none."""
-    if not isinstance(raw, Mapping):
-        return None
-    checkpoint_id = one_line(raw.get("id"), 64)
-    if not checkpoint_id:
-        return None
-    producer = one_line(raw.get("producer"), 20)
-    return CheckpointSummary(checkpoint_id, tokens(raw.get("level")), tokens(raw.get("segments")), producer)
-
-
-def read_native(raw: object) -> NativeSummary | None:
-    """The report's native checkpoint (None, or a mapping with checkpoint_id, bound_model and
-    sent); one without an id counts as none, and only an explicit True counts as sent."""
-    if not isinstance(raw, Mapping):
-        return None
-    checkpoint_id = one_line(raw.get("checkpoint_id"), 64)
-    if not checkpoint_id:
-        return None
-    return NativeSummary(checkpoint_id, one_line(raw.get("bound_model"), 80), raw.get("sent") is True)
 
 
 @dataclass(frozen=True)
@@ -679,7 +636,7 @@ class BudgetMeter(VerticalScroll):
     """
 
     can_focus = False  # read at a glance: Tab moves between the prompt and the messages only
-    report: reactive[Mapping[str, Any] | None] = reactive(None, always_update=True)
+    report: reactive[ContextReport | None] = reactive(None, always_update=True)
     steps: reactive[tuple[int, ...]] = reactive(())
     compaction: reactive[CompactionStatus | None] = reactive(None)
     """The last compaction, or the one running now (None: none since the session opened)."""
@@ -693,8 +650,8 @@ class BudgetMeter(VerticalScroll):
         yield MeterCompaction().data_bind(BudgetMeter.reading, BudgetMeter.compaction)
         yield MeterNotices().data_bind(BudgetMeter.reading)
 
-    def validate_report(self, report: object) -> Mapping[str, Any] | None:
-        return report if isinstance(report, Mapping) else None
+    def validate_report(self, report: object) -> ContextReport | None:
+        return report if isinstance(report, ContextReport) else None
 
     def validate_steps(self, steps: object) -> tuple[int, ...]:
         return clean_steps(steps)
@@ -723,12 +680,12 @@ class MeterLine(MeterPart):
     }
     """
 
-    report: reactive[Mapping[str, Any] | None] = reactive(None, always_update=True)
+    report: reactive[ContextReport | None] = reactive(None, always_update=True)
     # Declared again so that it is computed here (a reactive finds its compute method in its own class).
     reading: reactive[MeterReading] = reactive(EMPTY_READING)
 
-    def validate_report(self, report: object) -> Mapping[str, Any] | None:
-        return report if isinstance(report, Mapping) else None
+    def validate_report(self, report: object) -> ContextReport | None:
+        return report if isinstance(report, ContextReport) else None
 
     def compute_reading(self) -> MeterReading:
         return read_report(self.report)
