@@ -11,7 +11,6 @@ incomplete tool group.
 
 from __future__ import annotations
 
-import json
 import queue
 import threading
 from collections.abc import Iterator, Sequence
@@ -192,7 +191,7 @@ class Session:
 
         Each compile here follows a change (a pending snip, a stored handoff record); when the
         pipeline ends with nothing pending and no compaction run, the last view is the request."""
-        view = self.context()
+        view = current = self.context()
         if self._compaction is None:
             return view
         settings = self._compaction.settings
@@ -201,7 +200,7 @@ class Session:
         if cache_is_cold(
             self._compiler.last_provider_call(self.id), self.store.now(), settings.cache_ttl_seconds
         ):
-            candidates = self._compiler.snip_candidates(self.id, self.route)
+            candidates = self._compiler.snip_candidates(self.id, self.route, current)
             micro = plan_micro(candidates)
             if micro is not None:
                 plans.append(micro)
@@ -209,7 +208,9 @@ class Session:
                 view = self._compiler.compile(self.id, self.route, snips=frozenset(pending))
         if view.verdict is Verdict.COMPACT:
             candidates = tuple(
-                c for c in self._compiler.snip_candidates(self.id, self.route) if c.seq not in pending
+                candidate
+                for candidate in self._compiler.snip_candidates(self.id, self.route, current)
+                if candidate.seq not in pending
             )
             snip = plan_snip(candidates, view.estimate.total - view.budget.handoff_at)
             if snip is not None:
@@ -229,7 +230,9 @@ class Session:
         if view.verdict is Verdict.COMPACT and view.snapshot_known and not self._budget_compaction_blocked:
             # SPEC C-2 budget trigger: the estimate is over the high-water mark before a step.
             compacted = True
-            result = yield from self.compact(Trigger.BUDGET, cancel)
+            # The view carries no pending snip here only if none was planned: then it is exactly
+            # what the service would compile as the request it replaces.
+            result = yield from self.compact(Trigger.BUDGET, cancel, current=None if pending else view)
             if cancel.cancelled:
                 yield TurnFailed(self.id, "cancelled by the user", "cancelled")
                 return None
@@ -280,7 +283,7 @@ class Session:
                 ):
                     # SPEC K-6: once per successful provider boundary, only before any output.
                     self._reactive_used = True
-                    result = yield from self.compact(Trigger.PROVIDER, cancel)
+                    result = yield from self.compact(Trigger.PROVIDER, cancel, current=view)
                     if cancel.cancelled:
                         yield TurnFailed(self.id, "cancelled by the user", "cancelled")
                         return None
@@ -395,7 +398,7 @@ class Session:
                 view.route.id,
                 view.through_seq,
                 usage,
-                len(json.dumps(list(view.messages), ensure_ascii=False).encode("utf-8", "surrogatepass")),
+                view.payload_bytes,
             )
         return appended[0].seq
 
@@ -430,12 +433,17 @@ class Session:
     # -- compaction ---------------------------------------------------------------------------
 
     def compact(
-        self, trigger: Trigger, cancel: CancelToken | None = None, phase: Phase | None = None
+        self,
+        trigger: Trigger,
+        cancel: CancelToken | None = None,
+        phase: Phase | None = None,
+        current: RequestView | None = None,
     ) -> Iterator[CompactionProgressed | CompactionFinished]:
         """Run one compaction, reporting its stages as they happen. Returns its CompactionResult.
 
         The service works in a helper thread so that its progress can be yielded live from this
-        generator (which itself runs in the caller's worker, never on the UI's event loop)."""
+        generator (which itself runs in the caller's worker, never on the UI's event loop).
+        `current`: the request just compiled with nothing pending, which the service then reuses."""
         if self._compaction is None:
             raise RuntimeError("this session has no compaction service")
         service = self._compaction
@@ -452,6 +460,7 @@ class Session:
                         phase=phase,
                         cancel=cancel,
                         progress=lambda stage, detail: stages.put((stage, detail)),
+                        current=current,
                     )
                 )
             except BaseException as exc:  # re-raised in the caller's thread

@@ -171,10 +171,18 @@ class CompactionService:
         cancel: CancelToken | None = None,
         progress: ProgressCallback | None = None,
         use_model: bool = True,
+        current: RequestView | None = None,
     ) -> CompactionResult:
         """Plan, summarise, validate and commit (or fail open, recording why)."""
         proposed = self.propose(
-            session_id, route, trigger, phase=phase, cancel=cancel, progress=progress, use_model=use_model
+            session_id,
+            route,
+            trigger,
+            phase=phase,
+            cancel=cancel,
+            progress=progress,
+            use_model=use_model,
+            current=current,
         )
         if isinstance(proposed, CompactionResult):
             return proposed
@@ -190,13 +198,21 @@ class CompactionService:
         cancel: CancelToken | None = None,
         progress: ProgressCallback | None = None,
         use_model: bool = True,
+        current: RequestView | None = None,
     ) -> Proposal | CompactionResult:
         """A validated candidate, or the result that ends the attempt (recorded as a diagnostic).
 
-        `use_model=False` asks for the deterministic fallback directly (`foya compact --fallback`)."""
+        `use_model=False` asks for the deterministic fallback directly (`foya compact --fallback`).
+        `current` is the route's request as the caller just compiled it (no pending snips): when
+        nothing was written since, it is what the model sees now and is not compiled again."""
         cancel = cancel or CancelToken()
         snapshot = self._compiler.snapshot(session_id, route)
-        before = self._compiler.compile(session_id, route)
+        fresh = (
+            current is not None
+            and current.route == route
+            and current.through_seq == self._events.last_seq(session_id)
+        )
+        before = current if fresh and current is not None else self._compiler.compile(session_id, route)
         info = self._events.get_session(session_id)
         workspace = normalised_workspace(info.workspace)
         attempt = Attempt(session_id, route, trigger, before.layers.total, progress, workspace=workspace)

@@ -178,16 +178,22 @@ class ContextCompiler:
             state.refresh(self._store)
             return state.usage_events[-1].created_at if state.usage_events else None
 
-    def snip_candidates(self, session_id: str, route: Route) -> tuple[SnipCandidate, ...]:
+    def snip_candidates(
+        self, session_id: str, route: Route, current: RequestView | None = None
+    ) -> tuple[SnipCandidate, ...]:
         """The tool results micro-compaction or snip may take out of `route`'s next request, in K-4
         order (SPEC K-3, K-4): recorded results of tool turns older than the recent window, not
         covered by the checkpoint the route applies, not yet snipped, whose placeholder is smaller
-        than what the model sees now (in full, or shortened by T-1)."""
+        than what the model sees now (in full, or shortened by T-1).
+
+        `current` is that request as the caller just compiled it (no pending snips, nothing written
+        since): given, it is not compiled again."""
         state = self._state(session_id)
         with state.lock:
             state.refresh(self._store)
             state.checkpoint_state(self._checkpoints)
-            view = self._compile(state, route)
+            fresh = current is not None and current.through_seq == state.last_seq and current.route == route
+            view = current if fresh and current is not None else self._compile(state, route)
             column = state.column(counter_for_model(route.model), self._settings.tools)
             visible = state.visible(column)
             start = bisect.bisect_right(state.seqs, view.checkpoint.through_seq) if view.checkpoint else 0

@@ -8,8 +8,10 @@ building one is O(1) in the length of history.
 from __future__ import annotations
 
 import bisect
+import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 from foya_tui.runtime.context.budget import Budget, Verdict
@@ -69,6 +71,11 @@ class RequestView:
     """What those placeholders save against the form each result would have without any snip."""
     native_checkpoint: Checkpoint | None = None
     """The provider-native checkpoint in force (current, or the candidate), sent or not (SPEC R-2)."""
+
+    @cached_property
+    def payload_bytes(self) -> int:
+        """The messages' size as UTF-8 JSON, measured once per request (SPEC C-13 records it)."""
+        return len(json.dumps(list(self.messages), ensure_ascii=False).encode("utf-8", "surrogatepass"))
 
     @property
     def checkpoint_id(self) -> str | None:
