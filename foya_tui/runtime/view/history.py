@@ -7,11 +7,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, Generic, TypeVar
 
 from foya_tui.runtime.model import AttachmentRef, Event, EventKind, Message, Role, ToolCall
 
 MISSING_TOOL_RESULT = "[no result was recorded for this call: it was interrupted]"
+
+T = TypeVar("T")
 
 HISTORY_READ_TOOL: Final = "history_read_tool_result"
 """The tool that reads a tool result back from canonical history: every shortened or snipped result
@@ -146,6 +148,41 @@ def handoff_message(event: Event) -> Message | None:
     return Message(role=Role.USER, content=text) if isinstance(text, str) and text else None
 
 
+class PendingCalls(Generic[T]):
+    """The calls of the latest assistant message still waiting for their results (SPEC V, C-4).
+
+    A tool message answers the first waiting call with its id: ids are matched per group and in
+    order, so a transcript that reuses ids across groups, or repeats one inside a group, pairs the
+    way the model sees it. The model's view (`MessageLog`) and the conversation's
+    (`ui/widgets/message_list.history_items`) both pair through this one rule; each keeps its own
+    item per call (a log position, a tool block's index)."""
+
+    def __init__(self) -> None:
+        self._waiting: list[tuple[str, T]] = []
+
+    def open(self, calls: Iterable[tuple[str, T]]) -> None:
+        """A new assistant message: its calls now wait (any older ones are closed by the caller)."""
+        self._waiting = list(calls)
+
+    def answer(self, call_id: str) -> T | None:
+        """The item of the first waiting call with this id, no longer waiting; None if none waits."""
+        for position, (waiting_id, item) in enumerate(self._waiting):
+            if waiting_id == call_id:
+                del self._waiting[position]
+                return item
+        return None
+
+    def waiting(self) -> list[T]:
+        """The items of the calls still unanswered, in call order."""
+        return [item for _, item in self._waiting]
+
+    def close(self) -> list[T]:
+        """The calls still unanswered, which no later result may answer any more."""
+        closed = self.waiting()
+        self._waiting = []
+        return closed
+
+
 class MessageLog:
     """The valid messages of a history, built incrementally, with atomic tool groups closed.
 
@@ -162,25 +199,22 @@ class MessageLog:
         self.entries: list[LogEntry] = []
         self.anchor_index: int | None = None
         """Index of the latest user message (the Head Anchor) in `entries`; hidden entries never are."""
-        self._pending: list[tuple[int, ToolCall]] = []
+        self._pending: PendingCalls[tuple[int, ToolCall]] = PendingCalls()
 
     def add(self, event: Event) -> None:
         message = event_message(event)
         if message is None:
             return
         if message.role is Role.TOOL:
-            match = next((p for p in self._pending if p[1].id == message.tool_call_id), None)
-            if match is not None:
-                self._pending.remove(match)
+            if self._pending.answer(message.tool_call_id or "") is not None:
                 self.entries.append(_entry(event.seq, message))
             return
-        self.entries.extend(self._placeholders())
-        self._pending.clear()
+        self.entries.extend(self._placeholders(self._pending.close()))
         if message.role is Role.USER:
             self.anchor_index = len(self.entries)
         self.entries.append(_entry(event.seq, message))
         if message.role is Role.ASSISTANT:
-            self._pending = [(event.seq, call) for call in message.tool_calls]
+            self._pending.open((call.id, (event.seq, call)) for call in message.tool_calls)
 
     def add_hidden(self, event: Event) -> None:
         """Add a handoff record as a hidden user-role entry (SPEC K-1). Like any user message it
@@ -189,28 +223,29 @@ class MessageLog:
         message = handoff_message(event)
         if message is None:
             return
-        self.entries.extend(self._placeholders())
-        self._pending.clear()
+        self.entries.extend(self._placeholders(self._pending.close()))
         self.entries.append(_entry(event.seq, message, hidden=True))
 
-    def _placeholders(self) -> list[LogEntry]:
+    @staticmethod
+    def _placeholders(unanswered: Sequence[tuple[int, ToolCall]]) -> list[LogEntry]:
         return [
             _entry(
                 seq,
                 Message(role=Role.TOOL, content=MISSING_TOOL_RESULT, tool_call_id=call.id, name=call.name),
             )
-            for seq, call in self._pending
+            for seq, call in unanswered
         ]
 
     @property
     def open_group_seq(self) -> int | None:
         """Seq of the assistant message whose calls still wait for results: an incomplete group
         at the end of history, which never enters a compacted prefix (SPEC C-4)."""
-        return self._pending[0][0] if self._pending else None
+        waiting = self._pending.waiting()
+        return waiting[0][0] if waiting else None
 
     def tail(self) -> list[LogEntry]:
         """Placeholders the view needs now for calls still unanswered at the end of history."""
-        return self._placeholders()
+        return self._placeholders(self._pending.waiting())
 
     def messages(self) -> list[Message]:
         return [entry.message for entry in (*self.entries, *self.tail())]

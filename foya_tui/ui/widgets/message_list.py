@@ -106,8 +106,9 @@ def history_items(events: Iterable[Event]) -> list[HistoryItem]:
     """The displayable messages of a session: valid history only, system messages left out.
 
     Tool results are paired with the calls of the assistant message they follow, by id within that
-    group (as `MessageLog` pairs them for the model); a turn's steps share one assistant item, so a
-    resumed session looks as it did live. A call never answered shows as interrupted, and a result
+    group (`PendingCalls`, the rule by which `MessageLog` pairs them for the model); a turn's steps
+    share one assistant item, so a resumed session looks as it did live. A call never answered shows
+    as interrupted, and a result
     that answers no call of its group (an imported transcript's) still shows, on its own. Handoff
     and snip events are context notes in the turn they happened in (before its first step, or
     between two steps); notes that no reply followed (a turn that failed first) are an assistant
@@ -116,12 +117,12 @@ def history_items(events: Iterable[Event]) -> list[HistoryItem]:
     """
     # Imported here: history and tool blocks are not needed before the first frame (bench_startup.py).
     from foya_tui.runtime.model import EventKind, Role
-    from foya_tui.runtime.view.history import event_message, valid_events
+    from foya_tui.runtime.view.history import PendingCalls, event_message, valid_events
     from foya_tui.ui.widgets.tool_block import ToolItem
 
     items: list[HistoryItem] = []
     turn: _Turn | None = None
-    pending: dict[str, int] = {}
+    pending: PendingCalls[int] = PendingCalls()
     """Index in `turn.parts` of each call of the latest assistant message still unanswered."""
     notes: list[tuple[int, ContextNote]] = []
     """Notes (with their seqs) waiting for the step they came before."""
@@ -156,7 +157,7 @@ def history_items(events: Iterable[Event]) -> list[HistoryItem]:
             continue
         content = message.content or ""
         if message.role is Role.TOOL:
-            index = pending.pop(message.tool_call_id or "", None)
+            index = pending.answer(message.tool_call_id or "")
             if turn is not None and index is not None:
                 part = turn.parts[index]
                 assert isinstance(part, ToolItem)
@@ -169,7 +170,7 @@ def history_items(events: Iterable[Event]) -> list[HistoryItem]:
                 )
                 items.append(HistoryItem("tool", "", parts=(orphan,), seq=event.seq, last_seq=event.seq))
             continue
-        pending.clear()
+        pending.close()
         if message.role is not Role.ASSISTANT:
             close_turn()
             items.append(HistoryItem(str(message.role), content, seq=event.seq, last_seq=event.seq))
@@ -184,9 +185,11 @@ def history_items(events: Iterable[Event]) -> list[HistoryItem]:
         turn.last_seq = event.seq
         if content:
             turn.parts.append(content)
+        calls = []
         for call in message.tool_calls:
-            pending[call.id] = len(turn.parts)
+            calls.append((call.id, len(turn.parts)))
             turn.parts.append(ToolItem(call.id, call.name, call.arguments))
+        pending.open(calls)
         if event.kind is EventKind.ASSISTANT_MESSAGE:
             turn.marker = _FINISH_MARKERS.get(str(event.payload.get("finish_reason", "")))
     close_turn()
