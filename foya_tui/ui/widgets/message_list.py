@@ -108,12 +108,11 @@ def history_items(events: Iterable[Event]) -> list[HistoryItem]:
     Tool results are paired with the calls of the assistant message they follow, by id within that
     group (`PendingCalls`, the rule by which `MessageLog` pairs them for the model); a turn's steps
     share one assistant item, so a resumed session looks as it did live. A call never answered shows
-    as interrupted, and a result
-    that answers no call of its group (an imported transcript's) still shows, on its own. Handoff
-    and snip events are context notes in the turn they happened in (before its first step, or
-    between two steps); notes that no reply followed (a turn that failed first) are an assistant
-    item of their own, as the live turn left them. Call this in a worker: each result is summarised
-    (`outcome_of`).
+    as interrupted, and a result that answers no call of its group (an imported transcript's) still
+    shows, on its own. Handoff and snip events are context notes in the turn they happened in
+    (before its first step, or between two steps); notes that no reply followed (a turn that failed
+    first) are an assistant item of their own, as the live turn left them. Call this in a worker:
+    each result is summarised (`outcome_of`).
     """
     # Imported here: history and tool blocks are not needed before the first frame (bench_startup.py).
     from foya_tui.runtime.model import EventKind, Role
