@@ -407,8 +407,8 @@ class Simulator:
                 lines.append(f"- … {len(earlier) - len(shown)} more before these")
             lines.extend(f"- “{_quote(text)}”" for text in shown)
         if state_summary is not None:
-            earlier = _quote(state_summary, 240)
-            lines.append(f"Before these, a native context state stands for earlier work — {earlier}")
+            summary = _quote(state_summary, 240)
+            lines.append(f"Before these, a native context state stands for earlier work — {summary}")
         return "\n".join(lines)
 
     def _describe_workdir(self, root: Path) -> str:
