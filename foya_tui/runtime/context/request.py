@@ -8,7 +8,7 @@ building one is O(1) in the length of history.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -204,7 +204,7 @@ class MessageSequence(Sequence[Mapping[str, Any]]):
             return self._replaced(index) or self._body[index].openai
         return self._tail[index - self._length]
 
-    def __getitem__(self, index: int | slice) -> Any:  # type: ignore[override]
+    def __getitem__(self, index: int | slice) -> Any:
         if isinstance(index, slice):
             return tuple(self._at(i) for i in range(*index.indices(len(self))))
         if index < 0:
@@ -213,7 +213,7 @@ class MessageSequence(Sequence[Mapping[str, Any]]):
             raise IndexError("message index out of range")
         return self._at(index)
 
-    def __iter__(self):  # type: ignore[override]
+    def __iter__(self) -> Iterator[Mapping[str, Any]]:
         return (self._at(i) for i in range(len(self)))
 
     def __eq__(self, other: object) -> bool:
