@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import queue
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Generator, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -182,7 +182,7 @@ class Session:
 
     # -- one model call ---------------------------------------------------------------------
 
-    def _prepare(self, cancel: CancelToken) -> Iterator[RuntimeUpdate]:
+    def _prepare(self, cancel: CancelToken) -> Generator[RuntimeUpdate, None, RequestView | None]:
         """Before a step, in SPEC K-2's order: micro-compaction after a cold prompt cache (K-3),
         snip of old tool turns under pressure (K-4), the handoff reminder in the 70–80% band (K-1),
         then the LLM compaction at the compaction line. Micro and snip results are pending until
@@ -259,7 +259,7 @@ class Session:
             return view  # nothing was written since it was compiled
         return self.context()
 
-    def _step(self, cancel: CancelToken) -> Iterator[RuntimeUpdate]:
+    def _step(self, cancel: CancelToken) -> Generator[RuntimeUpdate, None, tuple[StreamFinished, int] | None]:
         """Compile, stream and record one model call. Returns (its StreamFinished, the reply's
         seq), or None when the turn ended here (it then already yielded TurnFailed)."""
         view = yield from self._prepare(cancel)
@@ -338,7 +338,7 @@ class Session:
 
     def _stream(
         self, request: ProviderRequest, cancel: CancelToken, progress: _Attempt
-    ) -> Iterator[RuntimeUpdate]:
+    ) -> Generator[RuntimeUpdate, None, StreamFinished | None]:
         for event in self._client.stream(request, cancel):
             if isinstance(event, TextDelta):
                 progress.output_started = True
@@ -438,7 +438,7 @@ class Session:
         cancel: CancelToken | None = None,
         phase: Phase | None = None,
         current: RequestView | None = None,
-    ) -> Iterator[CompactionProgressed | CompactionFinished]:
+    ) -> Generator[CompactionProgressed | CompactionFinished, None, CompactionResult]:
         """Run one compaction, reporting its stages as they happen. Returns its CompactionResult.
 
         The service works in a helper thread so that its progress can be yielded live from this
@@ -483,7 +483,9 @@ class Session:
 
     # -- tools --------------------------------------------------------------------------------
 
-    def _run_tools(self, calls: Sequence[ToolCall], cancel: CancelToken) -> Iterator[RuntimeUpdate]:
+    def _run_tools(
+        self, calls: Sequence[ToolCall], cancel: CancelToken
+    ) -> Generator[RuntimeUpdate, None, bool]:
         """Run a batch of tool calls and append every result. Returns False when cancelled, after
         closing each call that did not finish with a recorded 'cancelled' result."""
         assert self._tools is not None

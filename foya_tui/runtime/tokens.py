@@ -374,6 +374,7 @@ class CachedCounter:
         self.cache = SHARED_CACHE if cache is None else cache
 
     def count(self, text: str) -> int:
+        key: tuple[str, str | bytes]
         if len(text) < SHORT_TEXT_CHARS:
             if not text:
                 return 0

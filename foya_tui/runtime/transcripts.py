@@ -112,7 +112,9 @@ def _parse_items(text: str) -> list[tuple[str, Any]]:
         try:
             parsed.append((f"line {number}", json.loads(line)))
         except ValueError as exc:
-            raise TranscriptError(f"line {number}: not valid JSON ({exc.msg})") from None
+            # Not every ValueError json.loads raises has `msg` (an integer over Python's digit limit
+            # is a plain ValueError); narrowing the except would change what escapes, so left as is.
+            raise TranscriptError(f"line {number}: not valid JSON ({exc.msg})") from None  # type: ignore[attr-defined]
     return parsed
 
 
@@ -135,8 +137,8 @@ def parse_transcript(data: bytes, source: str) -> Transcript:
         role = item.get("role")
         if role not in ROLES:
             raise TranscriptError(f"{where}: role must be one of {', '.join(ROLES)}, got {role!r}")
-        text, images = _content(item.get("content"), where)
-        payload: dict[str, Any] = {"role": role, "content": text}
+        content, images = _content(item.get("content"), where)
+        payload: dict[str, Any] = {"role": role, "content": content}
         if images:
             payload["attachments"] = [image.ref.to_payload() for image in images]
             artifacts.extend(images)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import tomllib
 from dataclasses import fields
 from pathlib import Path
+from typing import Any
 
 from textual.app import App
 from textual.theme import Theme
@@ -50,7 +51,7 @@ def builtin_themes() -> list[Theme]:
     return [load_theme(path) for path in sorted(themes_dir().glob("*.toml"))]
 
 
-def register_themes(app: App[object]) -> None:
+def register_themes(app: App[Any]) -> None:
     for theme in builtin_themes():
         app.register_theme(theme)
 

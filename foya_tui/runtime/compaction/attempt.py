@@ -26,7 +26,7 @@ from foya_tui.runtime.view.checkpoint import (
     Checkpoint,
 )
 
-ProgressCallback = Callable[[Stage, str], None]
+ProgressCallback = Callable[[Stage, str], object]  # what it returns is ignored
 
 
 class CompactionError(InputError):

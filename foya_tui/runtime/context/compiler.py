@@ -370,8 +370,8 @@ class ContextCompiler:
         reinsert_anchor = False
         if checkpoint is not None:
             start = bisect.bisect_right(state.seqs, checkpoint.through_seq)
-            messages, covered_tokens = state.checkpoint_head(checkpoint, counter)
-            head += messages
+            checkpoint_messages, covered_tokens = state.checkpoint_head(checkpoint, counter)
+            head += checkpoint_messages
             if checkpoint.projection_kind is ProjectionKind.NATIVE:
                 native_tokens = state.native_tokens(checkpoint, counter)
             # mid_turn and standalone cover the anchor: it is re-inserted verbatim (SPEC C-3), unless
@@ -505,7 +505,7 @@ class ContextCompiler:
             model=info,
             messages=messages,
             tools=tools,
-            native_state=checkpoint.native_state if native_tokens else None,
+            native_state=checkpoint.native_state if native_tokens and checkpoint is not None else None,
             through_seq=state.last_seq,
             anchor_seq=entries[anchor].seq if anchor < count else None,
             revision=revision,

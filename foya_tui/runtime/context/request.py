@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import bisect
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
@@ -180,7 +180,7 @@ class MessageSequence(Sequence[Mapping[str, Any]]):
             return self._replaced(index) or self._body[index].openai
         return self._tail[index - self._length]
 
-    def __getitem__(self, index: int | slice) -> Any:  # type: ignore[override]
+    def __getitem__(self, index: int | slice) -> Any:
         if isinstance(index, slice):
             return tuple(self._at(i) for i in range(*index.indices(len(self))))
         if index < 0:
@@ -189,7 +189,7 @@ class MessageSequence(Sequence[Mapping[str, Any]]):
             raise IndexError("message index out of range")
         return self._at(index)
 
-    def __iter__(self):  # type: ignore[override]
+    def __iter__(self) -> Iterator[Mapping[str, Any]]:
         return (self._at(i) for i in range(len(self)))
 
     def __eq__(self, other: object) -> bool:

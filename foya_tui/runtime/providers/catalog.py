@@ -88,7 +88,7 @@ def model_info(model: str, overrides: ModelSettings | None = None) -> ModelInfo:
     info = lookup_model(model)
     if overrides is None:
         return info
-    changed = {
+    changed: dict[str, Any] = {  # fields of different types, passed on as keywords
         key: value
         for key, value in (
             ("window", overrides.window),

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import AsyncIterator, Iterator, Mapping
 from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
@@ -112,8 +112,10 @@ def _make_simulator_handler(litellm: ModuleType, simulator: Simulator) -> Any:
             "total_tokens": result.prompt_tokens + result.completion_tokens,
         }
 
-    class SimulatorHandler(litellm.CustomLLM):
-        def completion(self, model: str, messages: list, *args: Any, **kwargs: Any) -> Any:
+    # The base is an attribute of the module passed in (LiteLLM is imported lazily, never at
+    # module level), so mypy can name no class here: the handler is typed by its own methods.
+    class SimulatorHandler(litellm.CustomLLM):  # type: ignore[name-defined, misc]
+        def completion(self, model: str, messages: list[dict[str, Any]], *args: Any, **kwargs: Any) -> Any:
             result = reply(model, messages, kwargs)
             message: dict[str, Any] = {"role": "assistant", "content": result.text or None}
             if result.tool_calls:
@@ -125,7 +127,7 @@ def _make_simulator_handler(litellm: ModuleType, simulator: Simulator) -> Any:
             )
 
         def streaming(
-            self, model: str, messages: list, *args: Any, **kwargs: Any
+            self, model: str, messages: list[dict[str, Any]], *args: Any, **kwargs: Any
         ) -> Iterator[dict[str, Any]]:
             result = reply(model, messages, kwargs)
             for index, call in enumerate(result.tool_calls):
@@ -159,10 +161,14 @@ def _make_simulator_handler(litellm: ModuleType, simulator: Simulator) -> Any:
                 "index": 0,
             }
 
-        async def acompletion(self, model: str, messages: list, *args: Any, **kwargs: Any) -> Any:
+        async def acompletion(
+            self, model: str, messages: list[dict[str, Any]], *args: Any, **kwargs: Any
+        ) -> Any:
             return self.completion(model, messages, *args, **kwargs)
 
-        async def astreaming(self, model: str, messages: list, *args: Any, **kwargs: Any):  # type: ignore[override]
+        async def astreaming(
+            self, model: str, messages: list[dict[str, Any]], *args: Any, **kwargs: Any
+        ) -> AsyncIterator[dict[str, Any]]:
             for chunk in self.streaming(model, messages, *args, **kwargs):
                 yield chunk
 
@@ -370,7 +376,7 @@ class LiteLLMClient:
 
 def retry_delay(failure: ProviderFailure, attempt: int, base: float) -> float:
     """Seconds to wait before retry `attempt` (1-based): exponential, or the provider's Retry-After."""
-    delay = base * (2 ** (attempt - 1))
+    delay: float = base * (2 ** (attempt - 1))
     return max(delay, failure.retry_after or 0.0)
 
 

@@ -6,7 +6,7 @@ import sqlite3
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import peewee
 
@@ -26,13 +26,14 @@ class _TrackedSqliteDatabase(peewee.SqliteDatabase):
     """peewee keeps one connection per thread; this remembers them all so `close_all` can close
     the ones that worker threads opened (a worker thread never closes its own)."""
 
-    def __init__(self, *args: object, **kwargs: object) -> None:
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._opened: list[sqlite3.Connection] = []
         self._opened_lock = threading.Lock()
 
     def _connect(self) -> sqlite3.Connection:
-        connection = super()._connect()
+        # peewee's stubs omit the private `_connect` hook this class exists to wrap.
+        connection: sqlite3.Connection = super()._connect()  # type: ignore[misc]
         with self._opened_lock:
             self._opened = [c for c in self._opened if _is_open(c)]
             self._opened.append(connection)
@@ -77,7 +78,10 @@ class Database:
 
 def _current_version(connection: peewee.SqliteDatabase, tables: Tables) -> int:
     connection.create_tables([tables.schema_version], safe=True)
-    row = tables.schema_version.select(peewee.fn.MAX(tables.schema_version.version)).scalar()
+    # `version` is a field of the model `define_tables` builds per database; `Tables` can only say
+    # `type[peewee.Model]`.
+    version_field = tables.schema_version.version  # type: ignore[attr-defined]
+    row = tables.schema_version.select(peewee.fn.MAX(version_field)).scalar()
     return int(row or 0)
 
 

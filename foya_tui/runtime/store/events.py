@@ -55,6 +55,7 @@ def decode_event(session_id: str, seq: int, kind: str, payload: str, created_at:
     This runs once per event read (10,000 for a long session), hence the plain dict lookups.
     """
     event_kind = _KINDS.get(kind)
+    problem: str | None
     try:
         decoded = _decode_json(payload)
     except ValueError as exc:
@@ -63,7 +64,7 @@ def decode_event(session_id: str, seq: int, kind: str, payload: str, created_at:
         problem = None if isinstance(decoded, dict) else "payload is not a JSON object"
     if event_kind is None:
         problem = problem or f"unknown event kind {kind!r}"
-    if problem is not None:
+    if problem is not None or event_kind is None:  # (the second is implied; it narrows event_kind)
         return Event(
             session_id=session_id,
             seq=seq,

@@ -67,7 +67,8 @@ def message_body(kind: str, payload: Mapping[str, Any]) -> tuple[str, str] | Non
     calls = payload.get("tool_calls")
     for call in calls if isinstance(calls, list) else ():
         if isinstance(call, Mapping):
-            function = call.get("function") if isinstance(call.get("function"), Mapping) else call
+            inner = call.get("function")
+            function = inner if isinstance(inner, Mapping) else call
             parts.append(f"{function.get('name', '')} {function.get('arguments') or ''}")
     if kind == str(EventKind.IMPORTED_MESSAGE):
         role = str(payload.get("role", ""))
@@ -138,7 +139,7 @@ def index_existing(database: peewee.Database, progress: ProgressCallback | None 
     """Index every valid message event already stored (the migration that adds the index). The
     index is rebuilt from scratch, so running it again (an interrupted migration) is harmless."""
     database.execute_sql("DELETE FROM event_fts")
-    total = database.execute_sql("SELECT COUNT(*) FROM event").fetchone()[0]
+    total: int = database.execute_sql("SELECT COUNT(*) FROM event").fetchone()[0]
     done = 0
     sessions = [row[0] for row in database.execute_sql("SELECT id FROM session ORDER BY id").fetchall()]
     for session_id in sessions:

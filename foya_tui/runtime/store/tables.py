@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import peewee
 
-from foya_tui.runtime.schema import SCHEMA_VERSION
+from foya_tui.runtime.schema import SCHEMA_VERSION as SCHEMA_VERSION  # re-exported: the store's version
 from foya_tui.runtime.store.search import ProgressCallback, create_index, index_existing
 
 

@@ -18,7 +18,7 @@ from typing import Any, Final, Protocol
 
 from foya_tui.runtime.providers.client import CancelToken
 from foya_tui.runtime.store.events import EventStore
-from foya_tui.runtime.view.history import HISTORY_READ_TOOL
+from foya_tui.runtime.view.history import HISTORY_READ_TOOL as HISTORY_READ_TOOL  # re-exported
 
 TOOL_SEARCH: Final = "tool_search"
 """Name of the large-result reader (SPEC T-2): shown only when the compiler asks (X-9)."""

@@ -74,8 +74,8 @@ def parse_handoff(payload: Any) -> HandoffRecord | None:
 
 def _completed_id(event: Event) -> str | None:
     raw = event.payload.get("checkpoint")
-    if isinstance(raw, Mapping) and isinstance(raw.get("id"), str) and raw["id"]:
-        return raw["id"]
+    if isinstance(raw, Mapping) and isinstance(checkpoint_id := raw.get("id"), str) and checkpoint_id:
+        return checkpoint_id
     return None
 
 
@@ -119,8 +119,9 @@ class HandoffTracker:
                 self._count(event.seq, record.epoch, valid=True)
             else:
                 epoch = event.payload.get("epoch")
-                readable = isinstance(epoch, str) and epoch != ""
-                self._count(event.seq, epoch if readable else self.current, valid=False)
+                if not (isinstance(epoch, str) and epoch != ""):  # unreadable: the current epoch's
+                    epoch = self.current
+                self._count(event.seq, epoch, valid=False)
 
     def _count(self, seq: int, epoch: str, *, valid: bool) -> None:
         self._epochs[seq] = epoch

@@ -60,8 +60,11 @@ def message_role(event: Event) -> Role | None:
     if event.kind is EventKind.TOOL_RESULT:
         return Role.TOOL
     if event.kind is EventKind.IMPORTED_MESSAGE:
+        role = event.payload.get("role")
+        if not isinstance(role, str):
+            return None  # (Role() would raise ValueError for it too)
         try:
-            return Role(event.payload.get("role"))
+            return Role(role)
         except ValueError:
             return None
     return None

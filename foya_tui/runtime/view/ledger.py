@@ -188,7 +188,8 @@ def _calls_of(event: Event) -> list[tuple[str, str, str]]:
     for call in calls if isinstance(calls, list) else ():
         if not isinstance(call, Mapping):
             continue
-        function = call.get("function") if isinstance(call.get("function"), Mapping) else call
+        inner = call.get("function")
+        function = inner if isinstance(inner, Mapping) else call
         found.append(
             (str(call.get("id", "")), str(function.get("name", "")), str(function.get("arguments") or ""))
         )

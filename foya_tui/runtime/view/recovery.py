@@ -63,8 +63,8 @@ class CheckpointState:
 
 def _event_checkpoint_id(event: Event) -> str | None:
     raw = event.payload.get("checkpoint")
-    if isinstance(raw, Mapping) and isinstance(raw.get("id"), str):
-        return raw["id"]
+    if isinstance(raw, Mapping) and isinstance(checkpoint_id := raw.get("id"), str):
+        return checkpoint_id
     return None
 
 
@@ -268,6 +268,7 @@ class CheckpointReader:
             (e.seq for e in control if e.kind is EventKind.REWIND and e.problem is None), default=0
         )
         records = []
+        problem: str | None
         for event in control:
             if event.kind is not EventKind.COMPACTION_COMPLETED:
                 continue

@@ -76,6 +76,8 @@ from foya_tui.ui.widgets.message_list import MessageList
 from foya_tui.ui.widgets.prompt import Prompt
 
 if TYPE_CHECKING:
+    from textual.notifications import SeverityLevel
+
     from foya_tui.runtime.context.report import ContextReport
     from foya_tui.runtime.providers.routes import Route
     from foya_tui.runtime.runtime import Runtime
@@ -109,7 +111,8 @@ class ConversationScreen(Screen[None]):
 
     CSS_PATH = "conversation.tcss"
     # Below 100 columns the sidebar meter gives way to a one-line meter under the header.
-    HORIZONTAL_BREAKPOINTS: ClassVar[list[tuple[int, str]]] = [(0, "-narrow"), (SIDEBAR_FROM, "-wide")]
+    # Textual annotates it `ClassVar[...] | None`, which mypy takes for an instance variable.
+    HORIZONTAL_BREAKPOINTS: ClassVar[list[tuple[int, str]]] = [(0, "-narrow"), (SIDEBAR_FROM, "-wide")]  # type: ignore[misc]
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding(
             "escape",
@@ -807,7 +810,7 @@ class ConversationScreen(Screen[None]):
         self._refresh_inspector()
 
 
-def compaction_notice(report: Mapping[str, Any], *, declined: bool = False) -> tuple[str, str]:
+def compaction_notice(report: Mapping[str, Any], *, declined: bool = False) -> tuple[str, SeverityLevel]:
     """One line for a notification about how a compaction ended, and its severity."""
     from foya_tui.ui.widgets.budget_meter import one_line, tokens
     from foya_tui.ui.widgets.checkpoint_tree import counted
@@ -825,5 +828,5 @@ def compaction_notice(report: Mapping[str, Any], *, declined: bool = False) -> t
         return "Compaction cancelled; nothing was written.", "information"
     if outcome == "nothing_to_compact":
         return f"Nothing to compact: {reason}.", "information"
-    severity = "error" if outcome == "failed" else "warning"
+    severity: SeverityLevel = "error" if outcome == "failed" else "warning"
     return f"Compaction {outcome.replace('_', ' ')}: {reason}", severity

@@ -298,12 +298,12 @@ class InspectorScreen(Screen[None]):
         self,
         session_label: str,
         *,
-        refresh: Callable[[], None],
+        refresh: Callable[[], object],
         undo: Callable[[], None],
         compact: Callable[[], None],
-        search: Callable[[str], None],
-        read_sources: Callable[[CoveredBy], None],
-        read_event: Callable[[RecallHit], None],
+        search: Callable[[str], object],
+        read_sources: Callable[[CoveredBy], object],
+        read_event: Callable[[RecallHit], object],
     ) -> None:
         """`refresh` asks for a new report (it arrives through `show`); `undo` and `compact` start
         those actions on the conversation screen, which confirms and runs them. `search`,
@@ -363,8 +363,9 @@ class InspectorScreen(Screen[None]):
         if self._search_on_mount:
             self.action_search()
 
+    # Shadows DOMNode.tree (Textual's Rich tree of the DOM, for debugging); callers use this name.
     @property
-    def tree(self) -> CheckpointTree:
+    def tree(self) -> CheckpointTree:  # type: ignore[override]
         return self.query_one(CheckpointTree)
 
     @property

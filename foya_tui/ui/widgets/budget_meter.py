@@ -49,7 +49,7 @@ LAYERS: tuple[tuple[str, str, str], ...] = (
     ("native_state", "native state", "meter-native-state"),
 )
 LAYER_KEYS = tuple(key for key, _, _ in LAYERS)
-PRODUCERS = {
+PRODUCERS: dict[str, str] = {
     Producer.LLM: "llm summary",
     Producer.REPAIRED: "llm, repaired",
     Producer.NATIVE: "provider (native)",

@@ -189,7 +189,7 @@ class MessageBlock(Vertical, can_focus=True):
     @property
     def notes(self) -> list[str]:
         """The context notes shown in this block, in order."""
-        return [str(widget.content) for widget in self.query_children(".context-note")]
+        return [str(widget.content) for widget in self.query_children(".context-note").results(Static)]
 
     @property
     def tools(self) -> list[ToolBlock]:

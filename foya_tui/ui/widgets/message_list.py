@@ -177,7 +177,7 @@ def history_items(events: Iterable[Event]) -> list[HistoryItem]:
         # A step continues the turn when the previous one called tools (a note may have followed
         # them); otherwise it is a new message, which takes the notes that came before it.
         if turn is None or not between_steps():
-            waiting = [note for _, note in notes]
+            waiting: list[str | ToolItem | ContextNote] = [note for _, note in notes]
             notes.clear()
             close_turn()
             turn = _Turn(event.seq, event.seq, parts=waiting)

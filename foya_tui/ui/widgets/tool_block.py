@@ -379,7 +379,9 @@ class ToolBlock(Vertical, can_focus=True):
     def toggle(self) -> None:
         self.expanded = not self.expanded
 
-    def action_toggle(self) -> None:
+    # Shadows DOMNode's generic `toggle` action (an attribute name, async): this block's binding
+    # takes no argument and expands or collapses it; renaming would change the binding's action.
+    def action_toggle(self) -> None:  # type: ignore[override]
         self.toggle()
 
     def action_open(self) -> None:

@@ -94,8 +94,8 @@ def _describe_conversation(messages: Sequence[Mapping[str, Any]], state_summary:
             lines.append(f"- … {len(earlier) - len(shown)} more before these")
         lines.extend(f"- “{quote(text)}”" for text in shown)
     if state_summary is not None:
-        earlier = quote(state_summary, 240)
-        lines.append(f"Before these, a native context state stands for earlier work — {earlier}")
+        summary = quote(state_summary, 240)
+        lines.append(f"Before these, a native context state stands for earlier work — {summary}")
     return "\n".join(lines)
 
 

@@ -1,0 +1,44 @@
+"""Runs the static checks as tests: mypy and import-linter (configured in pyproject.toml), and ruff."""
+
+from __future__ import annotations
+
+import importlib.util
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+def _run(command: list[str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True, check=False)
+
+
+def _require_module(name: str) -> None:
+    if importlib.util.find_spec(name) is None:
+        pytest.skip(f"{name} is not installed (pip install -e '.[test]')")
+
+
+def _assert_clean(result: subprocess.CompletedProcess[str]) -> None:
+    if result.returncode != 0:
+        command = " ".join(map(str, result.args))
+        pytest.fail(f"{command} exited {result.returncode}:\n{result.stdout}{result.stderr}", pytrace=False)
+
+
+def test_mypy() -> None:
+    _require_module("mypy")
+    _assert_clean(_run([sys.executable, "-m", "mypy"]))
+
+
+def test_ruff() -> None:
+    _require_module("ruff")
+    _assert_clean(_run([sys.executable, "-m", "ruff", "check", "foya_tui", "tests"]))
+
+
+def test_import_contracts() -> None:
+    lint_imports = Path(sys.executable).with_name("lint-imports")
+    if not lint_imports.exists():
+        pytest.skip(f"import-linter is not installed: no {lint_imports} (pip install -e '.[test]')")
+    _assert_clean(_run([str(lint_imports)]))
