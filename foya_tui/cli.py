@@ -441,14 +441,13 @@ def _cmd_rewind(args: argparse.Namespace) -> int:
 
 
 def _cmd_fork(args: argparse.Namespace) -> int:
-    from foya_tui.runtime.fork import fork_session
-
     with _open_runtime(args) as runtime:
-        source = runtime.store.find_session(args.session)
-        info = fork_session(runtime.store, source.id, args.at)
+        forked = runtime.fork(args.session, args.at)
+    info = forked.info
     if args.json:
-        at = info.metadata["forked_from"]["seq"]
-        _print_json({"session": info.id, "from": source.id, "at": at, "messages": info.event_count})
+        _print_json(
+            {"session": info.id, "from": forked.source_id, "at": forked.at_seq, "messages": info.event_count}
+        )
     else:
         print(info.id)
     return EXIT_OK

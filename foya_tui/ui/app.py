@@ -200,7 +200,7 @@ def run_app(
         # Resuming: the id is checked first (an unknown one is exit 2).
         assert runtime is not None
         try:
-            session_id = runtime.store.find_session(session).id
+            session_id = runtime.find_session(session).id
         except Exception:
             runtime.close()
             raise
