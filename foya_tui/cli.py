@@ -111,6 +111,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _open_runtime(args: argparse.Namespace):
     from foya_tui.paths import resolve_paths
+    from foya_tui.progress import index_progress
     from foya_tui.runtime.runtime import Runtime
     from foya_tui.settings import load_settings
 
@@ -119,16 +120,6 @@ def _open_runtime(args: argparse.Namespace):
     return Runtime(
         settings, paths, approval_mode=getattr(args, "approval", None), migration_progress=index_progress
     )
-
-
-INDEX_PROGRESS_FROM = 10_000
-"""Databases with at least this many events say how indexing them for search goes."""
-
-
-def index_progress(done: int, total: int) -> None:
-    """Progress of the migration that indexes an older database for search, on stderr."""
-    if total >= INDEX_PROGRESS_FROM and (done == total or done % max(5_000, total // 10) < 5_000):
-        print(f"foya: indexing history for search: {done:,} of {total:,} events", file=sys.stderr)
 
 
 def _print_json(value: object) -> None:

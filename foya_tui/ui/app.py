@@ -185,7 +185,7 @@ def run_app(
     route_for(settings, model)
 
     def open_runtime() -> Runtime:
-        from foya_tui.cli import index_progress
+        from foya_tui.progress import index_progress
         from foya_tui.runtime.runtime import Runtime
 
         return Runtime(settings, paths, migration_progress=index_progress)
