@@ -64,6 +64,7 @@ from foya_tui.ui.messages import (
     ToolResultRecorded,
     TurnRecorded,
 )
+from foya_tui.ui.screens.conversation_state import NO_SESSION, Activity, ConversationState, Refusal
 from foya_tui.ui.widgets.budget_meter import (
     BudgetMeter,
     CompactionStatus,
@@ -83,19 +84,9 @@ if TYPE_CHECKING:
     from foya_tui.ui.screens.inspector import InspectorScreen
     from foya_tui.ui.widgets.tool_block import ToolBlock
 
-OPENING = "opening the session…"
-REPLYING = "a reply is being written · esc cancel · you can type your next message"
-SWITCHING = "switching the route…"
 SIDEBAR_FROM = 100
 """Terminal width (columns) from which the budget meter is a sidebar rather than one line."""
-SWITCH_REFUSED = "The route cannot change while a reply is being written; wait for it or press esc."
 EMPTY_HINT = "Nothing here yet. Type a message below and press Enter; every message is kept in a local log."
-COMPACTING = "compacting the context · esc cancel · you can type your next message"
-DECIDING = "a compaction waits for your answer"
-UNDOING = "undoing the checkpoint…"
-REWINDING = "rewinding…"
-FORKING = "forking a new session…"
-NO_SESSION = "Nothing to {} yet: send a message first."
 SELECT_MESSAGE = "Select a message first: Tab or a click moves to the messages."
 SIMULATOR_HINT = (
     "No model is configured, so the offline simulator answers: a deterministic stand-in that "
@@ -174,13 +165,8 @@ class ConversationScreen(Screen[None]):
         self._shortened: frozenset[int] = frozenset()
         """Seqs of the results the latest compiled request shows the model shortened (SPEC T-1)."""
         self._approval: ApprovalScreen | None = None
-        self._busy: str | None = OPENING
-        """Why Enter does not send right now (None: it does)."""
-        self.turn_running = False
-        self.compacting = False
-        """A manual compaction is under way (proposing, waiting for the answer, or committing)."""
-        self._proposing = False
-        """The manual compaction is still making its candidate (esc cancels it)."""
+        self._state = ConversationState(Activity.OPENING)
+        """What runs now; every refusal rule asks it (conversation_state.py)."""
         self._inspector: InspectorScreen | None = None
         self._sent: MessageBlock | None = None
         """The user block of the running turn (it learns its seq when the turn ends)."""
@@ -206,7 +192,7 @@ class ConversationScreen(Screen[None]):
 
     def on_mount(self) -> None:
         self._show_header(None)
-        self._set_busy(OPENING)
+        self._set_activity(Activity.OPENING)
         self.query_one(Prompt).focus()
         # After the first frame: the worker imports the runtime and opens SQLite, and that work
         # would otherwise compete with the first paint for the interpreter.
@@ -221,9 +207,23 @@ class ConversationScreen(Screen[None]):
         return self.query_one(BudgetMeter)
 
     @property
+    def state(self) -> ConversationState:
+        """What the screen is busy with now."""
+        return self._state
+
+    @property
     def ready(self) -> bool:
         """True when Enter would send a message now."""
-        return self._busy is None
+        return self._state.idle
+
+    @property
+    def turn_running(self) -> bool:
+        return self._state.turn_running
+
+    @property
+    def compacting(self) -> bool:
+        """A manual compaction is under way (proposing, waiting for the answer, or committing)."""
+        return self._state.compacting
 
     # -- state shown on screen -------------------------------------------------------------
 
@@ -241,10 +241,17 @@ class ConversationScreen(Screen[None]):
                 parts += ["· ", ("approval: ", "$text-muted"), (mode, "$text-muted")]
         self.query_one("#header", Static).update(Content.assemble(*parts))
 
-    def _set_busy(self, why: str | None) -> None:
-        self._busy = why
-        self.query_one(Prompt).set_busy(why)
+    def _set_activity(self, activity: Activity | None) -> None:
+        self._state = ConversationState(activity)
+        self.query_one(Prompt).set_busy(self._state.busy_line)
         self.refresh_bindings()
+
+    def _refused(self, refusal: Refusal | None) -> bool:
+        """Whether the state refused an action (and the user was told why)."""
+        if refusal is None:
+            return False
+        self.notify(refusal.reason, severity=refusal.severity, timeout=refusal.timeout)
+        return True
 
     @property
     def route(self) -> Route | None:
@@ -254,9 +261,9 @@ class ConversationScreen(Screen[None]):
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         # Both are on esc: hidden from the footer (and passed over) when there is nothing to cancel.
         if action == "cancel_turn":
-            return self.turn_running
+            return self._state.turn_running
         if action == "cancel_compaction":
-            return self._proposing
+            return self._state.proposing
         return True
 
     # -- user actions ------------------------------------------------------------------------
@@ -265,11 +272,9 @@ class ConversationScreen(Screen[None]):
         text = clean_user_text(message.text)
         if not text:
             return
-        if self._busy is not None:
-            self.notify("Wait for the reply to finish, or press esc to cancel it.", timeout=3)
+        if self._refused(self._state.refuse_send()):
             return
-        self.turn_running = True
-        self._set_busy(REPLYING)
+        self._set_activity(Activity.REPLYING)
         message.prompt.clear()
         self._sent = await self.messages.add_block(MessageBlock("user", text))
         self.messages.scroll_end(animate=False)  # sending re-attaches the view to the end
@@ -280,11 +285,7 @@ class ConversationScreen(Screen[None]):
 
     def action_switch_route(self) -> None:
         """Open the route switcher (its routes are listed by the Bridge, which reads the store)."""
-        if self.turn_running:
-            self.notify(SWITCH_REFUSED, severity="warning")
-            return
-        if self._busy is not None:  # still opening, or another switch is under way
-            self.notify(f"Not yet: {self._busy}", timeout=3)
+        if self._refused(self._state.refuse_switch()):  # a reply, the opening, another switch…
             return
         self.bridge.list_routes()
 
@@ -297,19 +298,15 @@ class ConversationScreen(Screen[None]):
     def _route_chosen(self, route: Route | None) -> None:
         if route is None or (self._route is not None and route.id == self._route.id):
             return
-        if self.turn_running:  # a message was sent while the switcher was opening
-            self.notify(SWITCH_REFUSED, severity="warning")
+        # Asked again: something may have started while the switcher was opening (a message sent).
+        if self._refused(self._state.refuse_switch()):
             return
-        self._set_busy(SWITCHING)
+        self._set_activity(Activity.SWITCHING)
         self.bridge.switch_route(route)
 
     async def new_conversation(self) -> None:
         """Start a new conversation on the same route (the session is created on the first send)."""
-        if self.turn_running:
-            self.notify("Cancel the running reply first (esc).", severity="warning")
-            return
-        if self._busy is not None:
-            self.notify(f"Not yet: {self._busy}", timeout=3)
+        if self._refused(self._state.refuse_new_conversation()):
             return
         self.bridge.new_conversation()
         await self.messages.clear()
@@ -325,14 +322,14 @@ class ConversationScreen(Screen[None]):
         self._show_header(None)
         hint = f"{EMPTY_HINT}\n\n{SIMULATOR_HINT}" if message.route.is_simulator else EMPTY_HINT
         self.messages.set_hint(hint)
-        self._set_busy(None)
+        self._set_activity(None)
 
     async def on_session_opened(self, message: SessionOpened) -> None:
         self._route = message.session.route
         self._show_header(message.session)
         await self.messages.show_history(message.items)
         self._mark_shortened()
-        self._set_busy(None)
+        self._set_activity(None)
 
     def on_session_created(self, message: SessionCreated) -> None:
         self._show_header(message.session)
@@ -360,14 +357,14 @@ class ConversationScreen(Screen[None]):
     def on_route_switched(self, message: RouteSwitched) -> None:
         self._route = message.route
         self._show_header(self.bridge.session)
-        self._set_busy(None)
+        self._set_activity(None)
 
     async def on_bridge_failed(self, message: BridgeFailed) -> None:
         self.notify(message.reason, severity="error", markup=False)
-        if self.turn_running:
+        if self._state.turn_running:
             await self._end_turn(f"✗ {message.reason}")
-        elif not self.compacting:  # a manual compaction ends with its own message
-            self._set_busy(None)
+        elif not self._state.compacting:  # a manual compaction ends with its own message
+            self._set_activity(None)
 
     async def on_runtime_updated(self, message: RuntimeUpdated) -> None:
         # Imported on the first update, not at start-up (tests/bench/bench_startup.py).
@@ -399,7 +396,7 @@ class ConversationScreen(Screen[None]):
                 self.query_one(Prompt).set_busy(f"compacting: {update.stage}{detail} · esc cancels the reply")
         elif isinstance(update, CompactionFinished):
             self.compaction_status = compaction_ended(update.report)
-            self.query_one(Prompt).set_busy(self._busy)
+            self.query_one(Prompt).set_busy(self._state.busy_line)
             notice, severity = compaction_notice(update.report)
             if severity != "information":  # a success shows on the meter; a failure is said once
                 self.notify(notice, severity=severity, markup=False)
@@ -520,26 +517,13 @@ class ConversationScreen(Screen[None]):
                 await reply.remove()  # a failure before any output leaves no empty block behind
         if marker:
             await self.messages.add_marker(marker)
-        self.turn_running = False
-        self._set_busy(None)
+        self._set_activity(None)
 
     # -- compaction, undo, rewind, inspector ------------------------------------------------------
 
-    def _refused(self, action: str) -> bool:
-        """Whether `action` cannot start now (and the user was told why)."""
-        if self.turn_running:
-            self.notify(
-                f"Cannot {action} while a reply is being written; wait for it or press esc.",
-                severity="warning",
-            )
-            return True
-        if self._busy is not None:
-            self.notify(f"Not yet: {self._busy}", timeout=3)
-            return True
-        if self.bridge.session is None:
-            self.notify(NO_SESSION.format(action), timeout=3)
-            return True
-        return False
+    def _history_refused(self, action: str) -> bool:
+        """Whether `action`, which changes how history is seen, cannot start now (the user was told why)."""
+        return self._refused(self._state.refuse(action, has_session=self.bridge.session is not None))
 
     def action_compact(self) -> None:
         """Compact the idle session now: the candidate is shown before anything is committed."""
@@ -551,10 +535,9 @@ class ConversationScreen(Screen[None]):
         self._start_compaction(use_model=False)
 
     def _start_compaction(self, *, use_model: bool) -> None:
-        if self._refused("compact"):
+        if self._history_refused("compact"):
             return
-        self.compacting = self._proposing = True
-        self._set_busy(COMPACTING)
+        self._set_activity(Activity.COMPACTING)
         self.compaction_status = compaction_running("manual", "planning")
         self.bridge.compact(use_model=use_model)
 
@@ -564,15 +547,14 @@ class ConversationScreen(Screen[None]):
     def on_compaction_staged(self, message: CompactionStaged) -> None:
         self.compaction_status = compaction_running("manual", message.stage, message.detail)
         detail = f" {message.detail}" if message.detail else ""
-        cancel = " · esc cancel" if self._proposing else ""
+        cancel = " · esc cancel" if self._state.proposing else ""
         self.query_one(Prompt).set_busy(f"compacting: {message.stage}{detail}{cancel}")
 
     def on_compaction_proposed(self, message: CompactionProposed) -> None:
         # Imported on first use: the dialog is not needed for the first frame.
         from foya_tui.ui.screens.compaction import CompactionScreen
 
-        self._proposing = False
-        self._set_busy(DECIDING)
+        self._set_activity(Activity.DECIDING)
         proposal = message.proposal
 
         def answered(accept: bool | None) -> None:
@@ -585,11 +567,10 @@ class ConversationScreen(Screen[None]):
         self.app.push_screen(CompactionScreen(proposal.checkpoint), answered)
 
     def on_compaction_ended(self, message: CompactionEnded) -> None:
-        self.compacting = self._proposing = False
         self.compaction_status = compaction_ended(message.report, declined=message.declined)
         notice, severity = compaction_notice(message.report, declined=message.declined)
         self.notify(notice, severity=severity, markup=False)
-        self._set_busy(None)
+        self._set_activity(None)
         self._refresh_inspector()
 
     def action_undo_compaction(self) -> None:
@@ -597,7 +578,7 @@ class ConversationScreen(Screen[None]):
         from foya_tui.ui.screens.confirm import ConfirmScreen
         from foya_tui.ui.widgets.checkpoint_tree import short_id
 
-        if self._refused("undo a checkpoint"):
+        if self._history_refused("undo a checkpoint"):
             return
         report = self._inspector.report if self._inspector is not None else None
         current = report.current_id if report is not None else None
@@ -615,8 +596,8 @@ class ConversationScreen(Screen[None]):
         body = f"{then} Nothing is deleted: a new event records the undo, and it can be compacted again."
 
         def answered(yes: bool | None) -> None:
-            if yes and not self._refused("undo a checkpoint"):
-                self._set_busy(UNDOING)
+            if yes and not self._history_refused("undo a checkpoint"):
+                self._set_activity(Activity.UNDOING)
                 self.bridge.undo_compaction()
 
         self.app.push_screen(ConfirmScreen(f"Undo {what}?", body, "Undo"), answered)
@@ -630,7 +611,7 @@ class ConversationScreen(Screen[None]):
             else "no checkpoint is current: the model sees the full history"
         )
         self.notify(f"Checkpoint {short_id(message.undone_id)} undone; {restored}.", markup=False)
-        self._set_busy(None)
+        self._set_activity(None)
         self._refresh_inspector()
 
     def action_open_inspector(self) -> None:
@@ -718,9 +699,9 @@ class ConversationScreen(Screen[None]):
 
     def action_fork_session(self) -> None:
         """Fork a new session with the whole conversation (the palette's "session: fork")."""
-        if self._refused("fork"):
+        if self._history_refused("fork"):
             return
-        self._set_busy(FORKING)
+        self._set_activity(Activity.FORKING)
         self.bridge.fork(None)
 
     def on_message_block_fork_requested(self, message: MessageBlock.ForkRequested) -> None:
@@ -730,12 +711,12 @@ class ConversationScreen(Screen[None]):
     def _fork_at(self, block: MessageBlock) -> None:
         """Fork through the block's last event: a user message, or a reply with its tool results.
         Nothing to confirm: the session stays as it is, and the fork is a new one."""
-        if self._refused("fork"):
+        if self._history_refused("fork"):
             return
         if block.last_seq is None:
             self.notify("This message is not in the session's log yet.", timeout=3)
             return
-        self._set_busy(FORKING)
+        self._set_activity(Activity.FORKING)
         self.bridge.fork(block.last_seq)
 
     def on_session_forked(self, message: SessionForked) -> None:
@@ -760,7 +741,7 @@ class ConversationScreen(Screen[None]):
         just after a reply and its tool results."""
         from foya_tui.ui.screens.confirm import ConfirmScreen
 
-        if self._refused("rewind"):
+        if self._history_refused("rewind"):
             return
         if block.role == "user":
             if block.seq is None:
@@ -784,8 +765,8 @@ class ConversationScreen(Screen[None]):
             )
 
         def answered(yes: bool | None) -> None:
-            if yes and not self._refused("rewind"):
-                self._set_busy(REWINDING)
+            if yes and not self._history_refused("rewind"):
+                self._set_activity(Activity.REWINDING)
                 self.bridge.rewind(to_seq, refill)
 
         self.app.push_screen(ConfirmScreen(title, body, "Rewind"), answered)
@@ -803,7 +784,7 @@ class ConversationScreen(Screen[None]):
         self.notify(
             f"Rewound to seq {message.to_seq}; the log keeps everything after it.", timeout=4, markup=False
         )
-        self._set_busy(None)
+        self._set_activity(None)
         self._refresh_inspector()
 
 
