@@ -113,6 +113,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _open_runtime(args: argparse.Namespace):
     from foya_tui.paths import resolve_paths
+    from foya_tui.progress import index_progress
     from foya_tui.runtime.runtime import Runtime
     from foya_tui.settings import load_settings
 
@@ -121,16 +122,6 @@ def _open_runtime(args: argparse.Namespace):
     return Runtime(
         settings, paths, approval_mode=getattr(args, "approval", None), migration_progress=index_progress
     )
-
-
-INDEX_PROGRESS_FROM = 10_000
-"""Databases with at least this many events say how indexing them for search goes."""
-
-
-def index_progress(done: int, total: int) -> None:
-    """Progress of the migration that indexes an older database for search, on stderr."""
-    if total >= INDEX_PROGRESS_FROM and (done == total or done % max(5_000, total // 10) < 5_000):
-        print(f"foya: indexing history for search: {done:,} of {total:,} events", file=sys.stderr)
 
 
 def _print_json(value: object) -> None:
@@ -447,14 +438,13 @@ def _cmd_rewind(args: argparse.Namespace) -> int:
 
 
 def _cmd_fork(args: argparse.Namespace) -> int:
-    from foya_tui.runtime.fork import fork_session
-
     with _open_runtime(args) as runtime:
-        source = runtime.store.find_session(args.session)
-        info = fork_session(runtime.store, source.id, args.at)
+        forked = runtime.fork(args.session, args.at)
+    info = forked.info
     if args.json:
-        at = info.metadata["forked_from"]["seq"]
-        _print_json({"session": info.id, "from": source.id, "at": at, "messages": info.event_count})
+        _print_json(
+            {"session": info.id, "from": forked.source_id, "at": forked.at_seq, "messages": info.event_count}
+        )
     else:
         print(info.id)
     return EXIT_OK

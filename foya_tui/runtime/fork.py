@@ -10,6 +10,7 @@ events, diagnostics, snips): the fork's own budget, checkpoints and handoff epoc
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from foya_tui.errors import InputError
@@ -21,6 +22,16 @@ from foya_tui.runtime.view.history import LogEntry, MessageLog, message_role, va
 
 class ForkError(InputError):
     """A fork point that history cannot be cut at (one line for the user)."""
+
+
+@dataclass(frozen=True)
+class ForkedSession:
+    """A fork just made: the new session, and the session and seq it was cut from."""
+
+    info: SessionInfo
+    source_id: str
+    at_seq: int
+    """The last event of the source the fork keeps (0: none of them)."""
 
 
 def _log(events: Sequence[Event]) -> list[LogEntry]:
@@ -119,4 +130,4 @@ def fork_session(store: EventStore, source_id: str, at_seq: int | None = None) -
     )
 
 
-__all__ = ["ForkError", "fork_session"]
+__all__ = ["ForkError", "ForkedSession", "fork_session"]

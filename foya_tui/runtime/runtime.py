@@ -16,6 +16,7 @@ from foya_tui.runtime.compaction.attempt import CompactionResult, ProgressCallba
 from foya_tui.runtime.compaction.failures import Trigger
 from foya_tui.runtime.compaction.native import ProviderNativeCompactor
 from foya_tui.runtime.compaction.report import (
+    CoveredBy,
     InspectReport,
     RecallHit,
     VerifyReport,
@@ -27,7 +28,9 @@ from foya_tui.runtime.compaction.service import CompactionService
 from foya_tui.runtime.compaction.text import TextCompactor
 from foya_tui.runtime.context.compiler import ContextCompiler
 from foya_tui.runtime.context.request import RequestView
-from foya_tui.runtime.model import EventKind, SessionInfo
+from foya_tui.runtime.fork import ForkedSession, fork_session
+from foya_tui.runtime.model import Event, EventKind, SessionInfo
+from foya_tui.runtime.view.history import rewound, valid_events
 from foya_tui.runtime.providers.catalog import model_info, simulator_models
 from foya_tui.runtime.providers.client import CancelToken, ProviderClient
 from foya_tui.runtime.providers.routes import Route, route_for
@@ -35,6 +38,7 @@ from foya_tui.runtime.session import RetryPolicy, Session, ToolRuntime
 from foya_tui.runtime.store import CompactionStore, EventStore, open_database
 from foya_tui.runtime.store.events import utc_now
 from foya_tui.runtime.store.search import ProgressCallback as IndexProgress
+from foya_tui.runtime.store.search import message_body, snippet
 from foya_tui.runtime.tools.approval import ApprovalPolicy, Approver
 from foya_tui.runtime.tools.registry import default_registry
 from foya_tui.runtime.transcripts import parse_transcript
@@ -50,6 +54,28 @@ class RouteOption:
     route: Route
     window: int | None
     has_baseline: bool
+
+
+@dataclass(frozen=True)
+class MessageText:
+    """One message event of canonical history with its full text: its words, and its tool calls'
+    names and arguments (what search indexes)."""
+
+    seq: int
+    kind: EventKind
+    role: str
+    text: str
+
+
+@dataclass(frozen=True)
+class SegmentSources:
+    """The message events of valid history a checkpoint segment summarises, in seq order: each a
+    RecallHit covered by that segment, whose snippet is the start of its text. `total` counts
+    them all when only the first `len(events)` were kept."""
+
+    segment: CoveredBy
+    events: tuple[RecallHit, ...]
+    total: int
 
 
 class Runtime:
@@ -180,8 +206,20 @@ class Runtime:
         except (SettingsError, ValueError):
             return None  # its connection is gone from the config: the default route serves
 
+    def find_session(self, id_or_prefix: str) -> SessionInfo:
+        """The session a full id or unique prefix names (raises UnknownSessionError)."""
+        return self.store.find_session(id_or_prefix)
+
     def list_sessions(self, limit: int | None = None) -> list[SessionInfo]:
         return self.store.list_sessions(limit)
+
+    def fork(self, id_or_prefix: str, at_seq: int | None = None) -> ForkedSession:
+        """Create a session from a session's valid messages through `at_seq` (None: all of them);
+        the source is not changed (raises ForkError, or UnknownSessionError)."""
+        source = self.store.find_session(id_or_prefix)
+        info = fork_session(self.store, source.id, at_seq)
+        # fork_session records where it cut (the end, when no seq was given) in the fork's metadata.
+        return ForkedSession(info, source.id, info.metadata["forked_from"]["seq"])
 
     def import_transcript(self, data: bytes, source: str) -> SessionInfo:
         """Create a session from an OpenAI-format transcript (raises TranscriptError, writes nothing then)."""
@@ -192,6 +230,55 @@ class Runtime:
             events=transcript.events,
             artifacts=transcript.artifacts,
         )
+
+    # -- canonical history ----------------------------------------------------------------
+    # These take a session's full id (`Session.id`), not a prefix: the UI reads them between the
+    # steps of a turn, where one more lookup per read buys nothing.
+
+    def events(self, session_id: str, *, after_seq: int = 0, through_seq: int | None = None) -> list[Event]:
+        """A session's canonical history in seq order, rewound and unreadable events included
+        (from `after_seq`, exclusive, up to `through_seq`, inclusive)."""
+        return self.store.events(session_id, after_seq, through_seq)
+
+    def event(self, session_id: str, seq: int) -> Event | None:
+        """One event of a session's canonical history by seq, or None (reads one row)."""
+        return self.store.event(session_id, seq)
+
+    def last_seq(self, session_id: str) -> int:
+        """The seq of a session's newest event (0 before the first; raises UnknownSessionError)."""
+        return self.store.last_seq(session_id)
+
+    def message_text(self, session_id: str, seq: int) -> MessageText:
+        """The full text of the message at `seq` (raises LookupError when that seq is not a readable
+        message: missing, unreadable, or an event that is not a message)."""
+        event = self.store.event(session_id, seq)
+        body = message_body(str(event.kind), event.payload) if event is not None else None
+        if event is None or event.problem is not None or body is None:
+            raise LookupError(f"Seq {seq} is not a readable message of this session's history.")
+        role, text = body
+        return MessageText(seq, event.kind, role, text)
+
+    def segment_sources(self, session_id: str, segment: CoveredBy, *, limit: int) -> SegmentSources:
+        """The message events `segment` summarises (seqs from_seq..through_seq of valid history),
+        each with the start of its text; the first `limit` are kept (a long import's segment may
+        hold many thousands)."""
+        # Only the range is read: rewinds inside it apply through valid_events, and a later
+        # rewind can only have invalidated it by going back before its events (SPEC H-4).
+        later = self.store.rewinds_after(session_id, segment.through_seq)
+        in_range = self.store.events(session_id, segment.from_seq - 1, segment.through_seq)
+        kept: list[RecallHit] = []
+        total = 0
+        for event in valid_events(in_range):
+            if rewound(event.seq, later):
+                continue
+            body = message_body(str(event.kind), event.payload)
+            if body is None:  # usage records, compaction events, rewinds: not messages
+                continue
+            total += 1
+            if len(kept) < limit:
+                role, text = body
+                kept.append(RecallHit(event.seq, str(event.kind), role, snippet(text, ()), segment))
+        return SegmentSources(segment, tuple(kept), total)
 
     # -- compaction -----------------------------------------------------------------------
 

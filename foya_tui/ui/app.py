@@ -185,7 +185,7 @@ def run_app(
     route_for(settings, model)
 
     def open_runtime() -> Runtime:
-        from foya_tui.cli import index_progress
+        from foya_tui.progress import index_progress
         from foya_tui.runtime.runtime import Runtime
 
         return Runtime(settings, paths, migration_progress=index_progress)
@@ -200,7 +200,7 @@ def run_app(
         # Resuming: the id is checked first (an unknown one is exit 2).
         assert runtime is not None
         try:
-            session_id = runtime.store.find_session(session).id
+            session_id = runtime.find_session(session).id
         except Exception:
             runtime.close()
             raise

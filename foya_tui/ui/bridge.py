@@ -139,7 +139,7 @@ class Bridge(Widget):
                 # Without --model a resumed session continues on the model of its last reply.
                 session = runtime.open_session(session_id, self._route if self._model else None)
                 self._route = session.route
-                events = runtime.store.events(session.id)
+                events = runtime.events(session.id)
                 self._session = session
                 self.post_message(SessionOpened(session, events, history_items(events)))
                 self.post_message(ContextReported(session.context().report(), input_steps(events)))
@@ -245,7 +245,7 @@ class Bridge(Widget):
                 session = runtime.new_session(self._route or runtime.route_for(self._model))
                 self._session = session
                 self.post_message(SessionCreated(session))
-            seen = start = runtime.store.last_seq(session.id)
+            seen = start = runtime.last_seq(session.id)
             for update in session.send(text, cancel):
                 if worker.is_cancelled:
                     cancel.cancel()
@@ -259,7 +259,7 @@ class Bridge(Widget):
                     # A turn may make several model calls, and TurnFinished carries only the last
                     # one's usage: the sparkline takes every step from the usage records, as on resume.
                     # Only the events since the last look are read, while the turn is between steps.
-                    fresh = runtime.store.events(session.id, after_seq=seen)
+                    fresh = runtime.events(session.id, after_seq=seen)
                     seen = fresh[-1].seq if fresh else seen
                     steps = input_steps(fresh)
                     if steps:
@@ -272,7 +272,7 @@ class Bridge(Widget):
         """Say which events the turn just ended stored, so its blocks know where a rewind goes."""
         from foya_tui.runtime.model import EventKind
 
-        events = runtime.store.events(session_id, after_seq=start)
+        events = runtime.events(session_id, after_seq=start)
         user = next((e.seq for e in events if e.kind is EventKind.USER_MESSAGE), None)
         if user is None:
             return
@@ -288,7 +288,7 @@ class Bridge(Widget):
         try:
             session = self._session
             assert self.runtime is not None and session is not None, "no session is open"
-            event = self.runtime.store.event(session.id, seq)
+            event = self.runtime.event(session.id, seq)
             content = event.payload.get("content") if event is not None else None
             if not isinstance(content, str):
                 raise LookupError(f"The result at seq {seq} is not in this session's history.")
@@ -375,7 +375,7 @@ class Bridge(Widget):
         try:
             runtime, session = self._open_session()
             rewind_seq = runtime.rewind(session.id, to_seq)
-            events = runtime.store.events(session.id)
+            events = runtime.events(session.id)
             self.post_message(SessionRewound(to_seq, rewind_seq, history_items(events), refill))
             self.post_message(ContextReported(session.context().report(), input_steps(events)))
         except Exception as exc:
@@ -387,19 +387,13 @@ class Bridge(Widget):
         """Fork a new session from the open one's valid messages through `at_seq` (None: all of
         them), then open the fork on the same route and post its history and next request, as a
         resume does. The source session is not changed."""
-        from foya_tui.runtime.fork import fork_session
-
         try:
             runtime, source = self._open_session()
-            info = fork_session(runtime.store, source.id, at_seq)
-            session = runtime.open_session(info.id, source.route)
-            events = runtime.store.events(session.id)
-            forked_from = info.metadata.get("forked_from")
-            at = forked_from.get("seq") if isinstance(forked_from, Mapping) else None
+            forked = runtime.fork(source.id, at_seq)
+            session = runtime.open_session(forked.info.id, source.route)
+            events = runtime.events(session.id)
             self._session, self._route = session, session.route
-            self.post_message(
-                SessionForked(source.info.short_id, session, at if isinstance(at, int) else at_seq or 0)
-            )
+            self.post_message(SessionForked(source.info.short_id, session, forked.at_seq))
             self.post_message(SessionOpened(session, events, history_items(events)))
             self.post_message(ContextReported(session.context().report(), input_steps(events)))
         except Exception as exc:
@@ -443,36 +437,12 @@ class Bridge(Widget):
     def read_source_events(self, segment: CoveredBy) -> None:
         """Read the message events `segment` summarises (seqs from_seq..through_seq of valid history),
         each with the start of its text."""
-        from foya_tui.runtime.compaction.report import RecallHit
-        from foya_tui.runtime.store.search import message_body, snippet
-        from foya_tui.runtime.view.history import rewound, valid_events
-
         worker = get_current_worker()
         try:
             runtime, session = self._open_session()
-            # Only the range is read: rewinds inside it apply through valid_events, and a later
-            # rewind can only have invalidated it by going back before its events (SPEC H-4).
-            store = runtime.store
-            later = store.rewinds_after(session.id, segment.through_seq)
-            events = [
-                event
-                for event in valid_events(
-                    store.events(session.id, after_seq=segment.from_seq - 1, through_seq=segment.through_seq)
-                )
-                if not rewound(event.seq, later)
-            ]
-            rows: list[RecallHit] = []
-            total = 0
-            for event in events:
-                body = message_body(str(event.kind), event.payload)
-                if body is None:  # usage records, compaction events, rewinds: not messages
-                    continue
-                total += 1
-                if len(rows) < MAX_SOURCE_EVENTS:
-                    role, text = body
-                    rows.append(RecallHit(event.seq, str(event.kind), role, snippet(text, ()), segment))
+            sources = runtime.segment_sources(session.id, segment, limit=MAX_SOURCE_EVENTS)
             if not worker.is_cancelled:
-                self.post_message(SourceEventsRead(segment, rows, total))
+                self.post_message(SourceEventsRead(segment, list(sources.events), sources.total))
         except Exception as exc:
             if not worker.is_cancelled:
                 self.post_message(HistoryReadFailed(one_line(exc), "sources"))
@@ -481,19 +451,14 @@ class Bridge(Widget):
     def read_event(self, hit: RecallHit) -> None:
         """Read the full text of the message `hit` names from canonical history, prepared for the
         viewer (it may be a ten-megabyte tool result)."""
-        from foya_tui.runtime.store.search import message_body
         from foya_tui.ui.screens.tool_output import prepare_text, text_facts
 
         worker = get_current_worker()
         try:
             runtime, session = self._open_session()
-            event = runtime.store.event(session.id, hit.seq)
-            body = message_body(str(event.kind), event.payload) if event is not None else None
-            if event is None or event.problem is not None or body is None:
-                raise LookupError(f"Seq {hit.seq} is not a readable message of this session's history.")
-            text = body[1]
-            facts = f"seq {hit.seq} · {event.kind} · {text_facts(text)}"
-            prepared = prepare_text(text)
+            message = runtime.message_text(session.id, hit.seq)
+            facts = f"seq {hit.seq} · {message.kind} · {text_facts(message.text)}"
+            prepared = prepare_text(message.text)
             if not worker.is_cancelled:
                 self.post_message(HistoryEventRead(hit, facts, prepared))
         except Exception as exc:

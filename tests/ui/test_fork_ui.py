@@ -15,7 +15,7 @@ from textual.pilot import Pilot
 from foya_tui.runtime.model import EventKind
 from foya_tui.runtime.runtime import Runtime
 from foya_tui.ui.app import FoyaApp
-from foya_tui.ui.screens.conversation import SELECT_MESSAGE
+from foya_tui.ui.screens.conversation_history import SELECT_MESSAGE
 from foya_tui.ui.screens.inspector import InspectorScreen
 from tests.snapshots.snapshot_scene import SceneClock, fixed_surroundings, open_runtime, pressure_history
 from tests.ui.probes import notifications

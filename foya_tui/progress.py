@@ -1,0 +1,18 @@
+"""Provides the migration-progress printer both faces pass to the Runtime (stderr, before any screen).
+
+It lives below `cli` and `ui` so that neither imports the other for it: the CLI starts the UI,
+and the UI must not import the CLI back.
+"""
+
+from __future__ import annotations
+
+import sys
+
+INDEX_PROGRESS_FROM = 10_000
+"""Databases with at least this many events say how indexing them for search goes."""
+
+
+def index_progress(done: int, total: int) -> None:
+    """Progress of the migration that indexes an older database for search, on stderr."""
+    if total >= INDEX_PROGRESS_FROM and (done == total or done % max(5_000, total // 10) < 5_000):
+        print(f"foya: indexing history for search: {done:,} of {total:,} events", file=sys.stderr)
