@@ -30,7 +30,6 @@ from foya_tui.runtime.context.compiler import ContextCompiler
 from foya_tui.runtime.context.request import RequestView
 from foya_tui.runtime.fork import ForkedSession, fork_session
 from foya_tui.runtime.model import Event, EventKind, SessionInfo
-from foya_tui.runtime.view.history import rewound, valid_events
 from foya_tui.runtime.providers.catalog import model_info, simulator_models
 from foya_tui.runtime.providers.client import CancelToken, ProviderClient
 from foya_tui.runtime.providers.routes import Route, route_for
@@ -43,6 +42,7 @@ from foya_tui.runtime.tools.approval import ApprovalPolicy, Approver
 from foya_tui.runtime.tools.registry import default_registry
 from foya_tui.runtime.transcripts import parse_transcript
 from foya_tui.runtime.view.checkpoint import Phase
+from foya_tui.runtime.view.history import rewound, valid_events
 from foya_tui.runtime.view.recovery import CheckpointReader
 from foya_tui.settings import Settings, SettingsError
 

@@ -11,11 +11,11 @@ import pytest
 
 from foya_tui.runtime.compaction.report import CoveredBy
 from foya_tui.runtime.fork import ForkError
-from foya_tui.runtime.view.history import valid_events
 from foya_tui.runtime.model import EventKind
 from foya_tui.runtime.runtime import Runtime
 from foya_tui.runtime.store import UnknownSessionError
 from foya_tui.runtime.store.search import message_body
+from foya_tui.runtime.view.history import valid_events
 from foya_tui.settings import Settings
 from tests.conftest import FIXED_NOW, make_paths
 from tests.runtime.test_fork import Source, build_source, messages_of
