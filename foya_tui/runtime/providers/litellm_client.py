@@ -35,6 +35,7 @@ from foya_tui.runtime.providers.errors import (
 )
 from foya_tui.runtime.providers.routes import SIMULATOR_PROTOCOL
 from foya_tui.runtime.providers.simulator import Simulator, SimulatorFault
+from foya_tui.runtime.providers.wire import wire_safe
 from foya_tui.settings import Settings
 
 _load_lock = threading.Lock()
@@ -243,7 +244,9 @@ class LiteLLMClient:
         connection = self._settings.connection_for(route.connection)
         kwargs: dict[str, Any] = {
             "model": route.model,
-            "messages": [dict(message) for message in request.messages],
+            # Anything not valid UTF-8 (a file name, a working directory) is made visible first:
+            # one lone surrogate would otherwise fail this request and every later one.
+            "messages": wire_safe(list(request.messages)),
             "stream": True,
             "stream_options": {"include_usage": True},
             "timeout": self._settings.request_timeout,

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from foya_tui.errors import FoyaError
+from foya_tui.runtime.providers.wire import unescape_name
 from foya_tui.runtime.text import strip_control
 from foya_tui.runtime.tools.registry import Effect, ToolContext, ToolResult, ToolSpec, error
 
@@ -114,10 +115,21 @@ def resolve_path(context: ToolContext, raw: str) -> Path:
     if "\0" in raw:
         raise ToolError("path contains a NUL character")
     root = workspace_root(context)
+    raw = _shown_name(raw, root)
     real = Path(os.path.realpath(raw if os.path.isabs(raw) else root / raw))
     if real != root and not real.is_relative_to(root):
         raise ToolError(f"path escapes the workspace: {raw!r} resolves to {real}, outside {root}")
     return real
+
+
+def _shown_name(raw: str, root: Path) -> str:
+    """The path the file system knows for a name the model copied from a result: a byte that is
+    not UTF-8 was shown as `\\xe9` (wire.py), so when only the unescaped name exists, it is meant."""
+    unescaped = unescape_name(raw)
+    if unescaped == raw:
+        return raw
+    literal, meant = (Path(p) if os.path.isabs(p) else root / p for p in (raw, unescaped))
+    return unescaped if not os.path.lexists(literal) and os.path.lexists(meant) else raw
 
 
 def display(path: Path, context: ToolContext) -> str:
