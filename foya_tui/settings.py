@@ -105,6 +105,8 @@ class ToolSettings:
     """Characters kept from the start of a shortened result."""
     tail_chars: int = 1_500
     """Characters kept from the end of a shortened result."""
+    shell_network: bool = False
+    """Whether shell commands keep the network inside the bubblewrap sandbox (when bwrap is used)."""
 
 
 @dataclass(frozen=True)

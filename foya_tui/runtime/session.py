@@ -99,6 +99,7 @@ class ToolRuntime:
     workdir: Path
     shell_timeout: float = 120.0
     max_steps: int = 50
+    shell_network: bool = False
 
 
 class Session:
@@ -487,6 +488,7 @@ class Session:
             store=self.store,
             cancel=cancel,
             timeout=tools.shell_timeout,
+            shell_network=tools.shell_network,
             covered=(checkpoint.from_seq, checkpoint.through_seq) if checkpoint is not None else None,
         )
         results: dict[str, ToolResult] = {}

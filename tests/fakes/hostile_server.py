@@ -16,6 +16,8 @@ Scenarios (the request's `model`, after LiteLLM strips `openai/`), on top of the
 - `absurd-usage`: "ok" with usage of 10^12 prompt tokens and -3 completion tokens.
 - `dup-ids`: two `read_file` calls (`DUP_PATHS`) that share the id `DUP_ID`, then "read both".
 - `echo-key`: HTTP 401 whose error message repeats `server.echo` verbatim (a key it was sent).
+- `shell`: one `shell` call running `server.command` (id `call_sh_1`), then "ran" once a tool
+  result is present.
 """
 
 from __future__ import annotations
@@ -60,6 +62,7 @@ HOSTILE_SCENARIOS = (
     "absurd-usage",
     "dup-ids",
     "echo-key",
+    "shell",
 )
 
 
@@ -76,7 +79,7 @@ def _calls(*calls: FakeToolCall) -> Reply:
     return Reply(content=None, finish_reason="tool_calls", usage=Usage(10, 10), tool_calls=calls)
 
 
-def hostile_reply(request: ChatRequest) -> Reply | None:
+def hostile_reply(request: ChatRequest, command: str = "") -> Reply | None:
     """The reply of a scenario that is an ordinary (if hostile) turn; None for the others."""
     messages = request.messages
     if is_compaction_request(messages):
@@ -92,6 +95,11 @@ def hostile_reply(request: ChatRequest) -> Reply | None:
         if done:
             return _text("done", messages)
         return _calls(FakeToolCall.halved("call_esc_1", ESCAPE_TOOL_NAME, json.dumps({"path": "README.md"})))
+    if request.model == "shell":
+        if done:
+            return _text("ran", messages)
+        arguments = json.dumps({"command": command, "timeout": 600})
+        return _calls(FakeToolCall.halved("call_sh_1", "shell", arguments))
     if request.model == "absurd-usage":
         return _text("ok", messages, Usage(ABSURD_PROMPT_TOKENS, -3))
     if request.model == "dup-ids":
@@ -124,7 +132,7 @@ class HostileHandler(_Handler):
             compaction=is_compaction_request(request.messages),
             prompt_tokens=count_prompt_tokens(request.messages),
         )
-        reply = hostile_reply(request)
+        reply = hostile_reply(request, getattr(self.server, "command", ""))
         if reply is not None:
             self._send_hostile_reply(request, reply)
         elif model == "echo-key":
@@ -182,16 +190,19 @@ class HostileHandler(_Handler):
 
 
 class HostileOpenAIServer(FakeOpenAIServer):
-    """The loopback server with the hostile scenarios; `echo` is what `echo-key` repeats."""
+    """The loopback server with the hostile scenarios; `echo` is what `echo-key` repeats, `command`
+what `shell` runs."""
 
     handler_class = HostileHandler
 
-    def __init__(self, echo: str = "", **kwargs: Any) -> None:
+    def __init__(self, echo: str = "", command: str = "", **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.echo = echo
+        self.command = command
 
     def start(self) -> HostileOpenAIServer:
         super().start()
         assert self._server is not None
         self._server.echo = self.echo  # type: ignore[attr-defined]
+        self._server.command = self.command  # type: ignore[attr-defined]
         return self

@@ -34,6 +34,7 @@ from foya_tui.errors import FoyaError
 from foya_tui.runtime.providers.wire import unescape_name
 from foya_tui.runtime.text import strip_control
 from foya_tui.runtime.tools.registry import Effect, ToolContext, ToolResult, ToolSpec, error
+from foya_tui.runtime.tools.sandbox import release, shell_confinement, start_shell, watch
 
 # -- bounds (chosen so one call can never flood the context or the terminal) ---------------------
 
@@ -839,17 +840,18 @@ class Shell(BuiltinTool):
         if context.cancel.cancelled:
             return error("cancelled by the user before the command started", cancelled=True)
         shell = shutil.which("bash") or shutil.which("sh") or "/bin/sh"
+        workspace = workspace_root(context)
         start = time.monotonic()
-        process = subprocess.Popen(
-            [shell, "-c", command],
-            cwd=workspace_root(context),
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,  # its own process group, so a kill reaches every child
-        )
-        capture = OutputCapture(SHELL_OUTPUT_HEAD_BYTES, SHELL_OUTPUT_TAIL_BYTES)
-        stopped = self._pump(process, capture, context, start + timeout)
+        # Inside bubblewrap when it works here; a watcher kills the command's groups if Foya dies
+        # (even by SIGKILL) before the call ends (sandbox.py, supervisor.py).
+        started = start_shell(shell, command, workspace, context.shell_network)
+        process = started.process
+        watcher = watch(started.groups)
+        try:
+            capture = OutputCapture(SHELL_OUTPUT_HEAD_BYTES, SHELL_OUTPUT_TAIL_BYTES)
+            stopped = self._pump(process, started.groups, capture, context, start + timeout)
+        finally:
+            release(watcher)
         duration = time.monotonic() - start
         output = capture.text()
         metadata: dict[str, Any] = {
@@ -857,6 +859,7 @@ class Shell(BuiltinTool):
             "duration": duration,
             "output_bytes": capture.total,
             "truncated": capture.cut_bytes > 0,
+            "sandbox": "bwrap" if shell_confinement().confined else "none",
         }
         if stopped == "timeout":
             metadata["timed_out"] = True
@@ -885,7 +888,11 @@ class Shell(BuiltinTool):
 
     @staticmethod
     def _pump(
-        process: subprocess.Popen[bytes], capture: OutputCapture, context: ToolContext, deadline: float
+        process: subprocess.Popen[bytes],
+        groups: tuple[int, ...],
+        capture: OutputCapture,
+        context: ToolContext,
+        deadline: float,
     ) -> str | None:
         """Collect output until the command ends; returns "timeout"/"cancelled" when it was killed.
 
@@ -933,14 +940,16 @@ class Shell(BuiltinTool):
                     stopped = "timeout"
                     break
             if stopped is not None:
-                kill_group(process.pid)
+                for pgid in groups:
+                    kill_group(pgid)
                 # What the command wrote before the kill is still in the pipe: keep it.
                 drain_until = time.monotonic() + SHELL_DRAIN_SECONDS
                 while not eof and time.monotonic() < drain_until:
                     read_available()
         finally:
             if process.poll() is None and stopped is None:
-                kill_group(process.pid)  # only reached when this thread itself was interrupted
+                for pgid in groups:  # only reached when this thread itself was interrupted
+                    kill_group(pgid)
             selector.close()
             process.stdout.close()
             process.wait()

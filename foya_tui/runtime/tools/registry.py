@@ -80,6 +80,8 @@ class ToolContext:
     cancel: CancelToken = field(default_factory=CancelToken)
     timeout: float = 30.0
     """Default shell timeout in seconds."""
+    shell_network: bool = False
+    """Whether a sandboxed shell keeps the network (`[tools] shell_network`)."""
     covered: tuple[int, int] | None = None
     """The seq range the current checkpoint summarises (recall tools search it by default)."""
 
