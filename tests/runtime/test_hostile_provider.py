@@ -4,6 +4,8 @@ absurd usage, duplicate tool-call ids, a key echoed in an error body."""
 
 from __future__ import annotations
 
+import json
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -123,3 +125,52 @@ def test_duplicate_call_ids_become_unique_before_they_run(
     results = [e.payload for e in events if e.kind is EventKind.TOOL_RESULT]
     assert len({r["tool_call_id"] for r in results}) == 2
     assert "alpha" in results[0]["content"] and "beta" in results[1]["content"]
+
+
+# -- 5. secrets echoed by a provider ---------------------------------------------------------------
+
+STANDARD_KEY = "zz-live-0123456789abcdef"
+"""Not shaped like a key (no `sk-`): only its value, read from the environment, can find it."""
+
+
+def test_a_key_echoed_in_an_error_body_is_never_stored_or_printed(
+    tmp_path: Path, workdir: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The key of a standard variable (`OPENAI_API_KEY`, not the configured `api_key_env`) comes back
+    in a 401 body: it reaches neither the failure, nor any stored event (a compaction that asks that
+    route included), nor `export`, `inspect --json` or the stderr of `foya run`."""
+    from foya_tui.cli import main
+
+    monkeypatch.setenv("OPENAI_API_KEY", STANDARD_KEY)
+    monkeypatch.setenv("FOYA_TEST_KEY", KEY)
+    with HostileOpenAIServer(echo=f"{STANDARD_KEY} and {KEY}") as server:
+        echo = make_route("openai/echo-key", "fake", server.base_url)
+        with open_runtime(tmp_path, workdir, server, "ok") as runtime:
+            session = runtime.new_session()  # a history worth compacting, on a route that works
+            # Varied words: LiteLLM refuses a stream that repeats one chunk too often.
+            for text in ("first " + " ".join(f"word{i}" for i in range(2000)), "second"):
+                assert isinstance(list(session.send(text))[-1], TurnFinished)
+            failed = list(runtime.open_session(session.id, echo).send("hi"))[-1]
+            compaction = runtime.compact(session.id, echo).report()
+            events = runtime.store.events(session.id)
+        assert not isinstance(failed, TurnFinished)
+        assert "Incorrect API key provided: *** and ***" in failed.reason
+        assert compaction["outcome"] in ("accepted", "failed", "rejected")
+        stored = json.dumps([event.payload for event in events])
+        assert STANDARD_KEY not in stored and KEY not in stored
+        isolated = tmp_path / "foya.sqlite3"
+        printed = []
+        for argv in (["export", session.id], ["inspect", session.id, "--json"]):
+            assert main(["--db", str(isolated), *argv]) == 0
+            printed.append(capsys.readouterr())
+        (isolated_home := Path(os.environ["FOYA_HOME"])).mkdir(parents=True, exist_ok=True)
+        (isolated_home / "config.toml").write_text(
+            'model = "openai/echo-key"\nconnection = "fake"\n'
+            f'[connections.fake]\napi_base = "{server.base_url}"\napi_key_env = "FOYA_TEST_KEY"\n',
+            encoding="utf-8",
+        )
+        assert main(["--db", str(isolated), "run", "hi"]) == 1
+        printed.append(capsys.readouterr())
+    assert "***" in printed[-1].err
+    for output in printed:
+        assert STANDARD_KEY not in output.out + output.err and KEY not in output.out + output.err
