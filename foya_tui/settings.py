@@ -105,6 +105,8 @@ class ToolSettings:
     """Characters kept from the start of a shortened result."""
     tail_chars: int = 1_500
     """Characters kept from the end of a shortened result."""
+    shell_network: bool = False
+    """Whether shell commands keep the network inside the bubblewrap sandbox (when bwrap is used)."""
 
 
 @dataclass(frozen=True)
@@ -169,7 +171,10 @@ class Settings:
     approval_mode: str = "ask"
     """What tools may do without asking: `read-only`, `ask` (writes and shell need a yes) or `auto`."""
     request_timeout: float = 120.0
-    """Seconds before a provider request is abandoned as a timeout."""
+    """Seconds before a provider request is abandoned as a timeout; on a stream, seconds without
+    any progress (a stream that sends only empty chunks is abandoned too)."""
+    stream_deadline: float = 600.0
+    """Seconds a streamed reply may take in all, however steadily it trickles."""
     max_retries: int = 2
     """Foya's own retries for rate limits and connection errors (LiteLLM's retries are off)."""
     retry_backoff: float = 1.0

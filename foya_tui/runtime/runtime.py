@@ -180,6 +180,7 @@ class Runtime:
                 approval=ApprovalPolicy(self.approval_mode, self.approver),
                 workdir=self.workdir,
                 shell_timeout=self.settings.tools.shell_timeout,
+                shell_network=self.settings.tools.shell_network,
                 max_steps=self.settings.tools.max_steps,
             ),
             retry=RetryPolicy(self.settings.max_retries, self.settings.retry_backoff),

@@ -98,6 +98,7 @@ class ToolRuntime:
     workdir: Path
     shell_timeout: float = 120.0
     max_steps: int = 50
+    shell_network: bool = False
 
 
 class Session:
@@ -498,6 +499,7 @@ class Session:
             store=self.store,
             cancel=cancel,
             timeout=tools.shell_timeout,
+            shell_network=tools.shell_network,
             covered=(checkpoint.from_seq, checkpoint.through_seq) if checkpoint is not None else None,
         )
         results: dict[str, ToolResult] = {}

@@ -523,12 +523,13 @@ class _FakeOpenAIHTTPServer(ThreadingHTTPServer):
         next_id: Callable[[], str],
         window: Callable[[], int | None],
         parallel: Callable[[], ParallelPlan],
+        handler: type[BaseHTTPRequestHandler] | None = None,
     ) -> None:
         self.record = record
         self.next_completion_id = next_id
         self.window = window
         self.parallel = parallel
-        super().__init__(("127.0.0.1", 0), _Handler)
+        super().__init__(("127.0.0.1", 0), handler or _Handler)
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         # A client that hangs up mid-response (a cancelled stream) is normal in tests; only report
@@ -727,7 +728,10 @@ class FakeOpenAIServer:
     scenarios chosen by the request's `model` field. `window` (settable while running) makes every
     chat request larger than that many prompt tokens fail as an input overflow; None = no limit.
     `parallel_paths` and `parallel_steps` (settable too) shape the `parallel` scenario's turn.
+    A subclass may answer more scenarios with its own `handler_class` (tests/fakes/hostile_server.py).
     """
+
+    handler_class: type[BaseHTTPRequestHandler] | None = None
 
     def __init__(
         self, window: int | None = None, *, parallel_paths: tuple[str, ...] = (), parallel_steps: int = 0
@@ -749,6 +753,7 @@ class FakeOpenAIServer:
             self._next_completion_id,
             lambda: self.window,
             lambda: ParallelPlan(tuple(self.parallel_paths), self.parallel_steps),
+            self.handler_class,
         )
         # A short poll interval makes stop() quick: shutdown() waits for serve_forever to notice it.
         self._thread = threading.Thread(

@@ -471,3 +471,22 @@ def test_every_tool_binding_has_an_id_and_a_tooltip() -> None:
         for binding in owner.BINDINGS:
             assert isinstance(binding, Binding)
             assert binding.id and binding.tooltip, f"{owner.__name__} {binding.key}"
+
+
+async def test_a_shell_approval_says_plainly_how_confined_the_shell_is(
+    scripted, workdir: Path, wait_until: WaitUntil
+) -> None:
+    """Without bubblewrap the shell is only approved, not confined, and the dialog says so."""
+    from foya_tui.runtime.tools.sandbox import shell_confinement
+
+    runtime = scripted((call("s1", "shell", command="echo hi"),), "ok")
+    app = FoyaApp(runtime)
+    async with app.run_test(size=SIZE) as pilot:
+        await start_turn(pilot, "run it", wait_until)
+        dialog = await approval_shown(pilot, wait_until)
+        line = visible_text(dialog.query_one("#approval-confinement"))
+        assert line == shell_confinement().reason
+        expected = "sandbox" if shell_confinement().confined else "not confined"
+        assert expected in line
+        await pilot.press("escape")
+        await wait_until(pilot, lambda: app.conversation.ready)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import base64
 import bisect
 import threading
+from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
@@ -70,6 +71,10 @@ def _active_content(entries: Sequence[LogEntry], anchor: int | None) -> str:
     return "\n".join(reversed(texts))
 
 
+MAX_OPEN_SESSIONS = 4
+"""Per-session compiler indexes kept at once; a TUI works in one session, a few when switching."""
+
+
 class ContextCompiler:
     """Builds every model request (SPEC X-5: before every step, never cached across steps)."""
 
@@ -83,8 +88,10 @@ class ContextCompiler:
         config_dir: Path | None = None,
         registry: ToolRegistry | None = None,
         checkpoints: CheckpointReader | None = None,
+        max_sessions: int = MAX_OPEN_SESSIONS,
     ) -> None:
-        """Without `checkpoints`, requests carry all valid history (no projection is applied)."""
+        """Without `checkpoints`, requests carry all valid history (no projection is applied).
+        `max_sessions` bounds the per-session indexes kept (least recently used ones are dropped)."""
         self._store = store
         self._checkpoints = checkpoints
         self._settings = settings
@@ -92,8 +99,9 @@ class ContextCompiler:
         self._config_dir = config_dir
         self._clock = clock
         self._registry = registry
-        self._sessions: dict[str, SessionIndex] = {}
+        self._sessions: OrderedDict[str, SessionIndex] = OrderedDict()
         self._sessions_lock = threading.Lock()
+        self._max_sessions = max(1, max_sessions)
         self._data_urls: dict[str, str] = {}
 
     def _state(self, session_id: str) -> SessionIndex:
@@ -101,7 +109,27 @@ class ContextCompiler:
             state = self._sessions.get(session_id)
             if state is None:
                 state = self._sessions[session_id] = SessionIndex(session_id)
+            self._sessions.move_to_end(session_id)
+            self._evict()
             return state
+
+    def _evict(self) -> None:
+        """Drop the least recently used indexes beyond the bound: nine 20k-event sessions took the
+        process from 31 to 306 MB. An index is derived from the store, so a dropped one is rebuilt
+        when its session is used again. One whose lock is held is in use and is never dropped."""
+        excess = len(self._sessions) - self._max_sessions
+        for session_id in list(self._sessions)[:-1]:
+            if excess <= 0:
+                break
+            if not self._sessions[session_id].lock.locked():
+                del self._sessions[session_id]
+                excess -= 1
+
+    @property
+    def indexed_sessions(self) -> tuple[str, ...]:
+        """The sessions whose index is kept now, least recently used first."""
+        with self._sessions_lock:
+            return tuple(self._sessions)
 
     def measured_routes(self, session_id: str) -> frozenset[str]:
         """Ids of the routes this session has provider usage records for."""

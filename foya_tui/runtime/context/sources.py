@@ -24,6 +24,7 @@ import platform
 import re
 import stat
 import threading
+import unicodedata
 from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -234,13 +235,46 @@ def _marker(more_chars: int, unread_bytes: int) -> str:
     return f"[… truncated by Foya: {more_chars:,} more characters{unread}]"
 
 
-# A file must not be able to close its wrapper early or fake a new one with other authority.
-_WRAPPER_TAG = re.compile(r"<(\s*/?\s*user-context)", re.IGNORECASE)
+# A file must not be able to close its wrapper early or fake a new one with other authority, nor
+# close the environment block that follows it.
+_WRAPPER_TAG = re.compile(r"<\s*/?\s*(?:user-context|environment)", re.IGNORECASE)
+_DASHES = dict.fromkeys(map(ord, "\u2010\u2011\u2012\u2013\u2014\u2015\u2043\u2212\ufe58\ufe63\uff0d"), "-")
+"""Characters a model reads as a hyphen, so `</user‐context>` (U+2010) closes a block as surely."""
+
+
+def _skeleton(text: str) -> tuple[str, list[int]]:
+    """What a reader sees: NFKC-normalised (fullwidth ＜ is <), zero-width and other format
+    characters removed, dash look-alikes mapped to "-"; with each character's index in `text`."""
+    chars: list[str] = []
+    origin: list[int] = []
+    for index, char in enumerate(text):
+        if char.isascii():
+            chars.append(char)
+            origin.append(index)
+            continue
+        if unicodedata.category(char) == "Cf":
+            continue
+        for normal in unicodedata.normalize("NFKC", char).translate(_DASHES):
+            chars.append(normal)
+            origin.append(index)
+    return "".join(chars), origin
+
+
+def _escape_tags(text: str, pattern: re.Pattern[str] = _WRAPPER_TAG) -> str:
+    """`text` with the opening `<` of every tag `pattern` finds, look-alikes included, as `&lt;`.
+
+    Matching runs on the skeleton, so a zero-width space or a Unicode hyphen inside the tag
+    cannot hide it; the escape is applied to the original character."""
+    skeleton, origin = _skeleton(text)
+    starts = sorted({origin[match.start()] for match in pattern.finditer(skeleton)}, reverse=True)
+    for start in starts:
+        text = f"{text[:start]}&lt;{text[start + 1 :]}"
+    return text
 
 
 def _wrap(source: str, kind: str, body: str) -> str:
     source = html.escape(_one_line(strip_control(source)), quote=True)
-    body = _WRAPPER_TAG.sub(r"&lt;\1", body)
+    body = _escape_tags(body)
     return f'<user-context source="{source}" kind="{kind}" authority="{AUTHORITY}">\n{body}\n</user-context>'
 
 
@@ -518,6 +552,25 @@ def _memory(loader: _Loader, paths: list[Path]) -> PromptPart:
     return PromptPart("memory", "\n\n".join([header, *blocks]), tuple(str(d.path) for d in docs))
 
 
+_ANY_TAG = re.compile(r"<")
+_INVISIBLE = re.compile(r"[\x00-\x1f\x7f-\x9f]|[^\x00-\x7f]")
+
+
+def _visible(match: re.Match[str]) -> str:
+    char = match.group()
+    if char.isascii() or unicodedata.category(char) in ("Cc", "Cf", "Zl", "Zp"):
+        return char.encode("unicode_escape").decode("ascii")
+    return char
+
+
+def _environment_value(value: str) -> str:
+    """One environment value, unable to leave its line or the block (SPEC X-3): a directory named
+    `proj\n</environment>\n# Kernel policy…` would otherwise write at system level. Newlines,
+    control and format characters become visible escapes (`\n`, `\u200b`), and every `<`
+    (look-alikes included) becomes `&lt;`, so no value can open or close a tag."""
+    return _escape_tags(_INVISIBLE.sub(_visible, value), _ANY_TAG)
+
+
 def environment_block(workdir: Path, now: datetime, approval_mode: str | None = None) -> str:
     """Working dir, platform, shell, date and time, and approval mode.
 
@@ -528,14 +581,14 @@ def environment_block(workdir: Path, now: datetime, approval_mode: str | None = 
     zone = f" {now.tzname()}" if now.tzinfo is not None and now.tzname() else ""
     lines = [
         "<environment>",
-        f"working directory: {workdir}",
-        f"platform: {platform.system()} {platform.release()}",
-        f"shell: {shell}",
+        f"working directory: {_environment_value(str(workdir))}",
+        f"platform: {_environment_value(f'{platform.system()} {platform.release()}')}",
+        f"shell: {_environment_value(shell)}",
         f"date: {now.date().isoformat()}",
-        f"time: {now.strftime('%H:%M')}{zone}",
+        f"time: {now.strftime('%H:%M')}{_environment_value(zone)}",
     ]
     if approval_mode is not None:
-        lines.append(f"approval mode: {approval_mode}")
+        lines.append(f"approval mode: {_environment_value(approval_mode)}")
     lines.append("</environment>")
     return "\n".join(lines)
 

@@ -8,6 +8,7 @@ this module does not import LiteLLM.
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -220,11 +221,35 @@ _SECRET_PATTERNS = re.compile(
 )
 
 
+SECRET_SUFFIXES = ("_API_KEY", "_TOKEN", "_SECRET", "_KEY")
+"""Environment variables whose values are secrets: LiteLLM's standard ones (`OPENAI_API_KEY`,
+`ANTHROPIC_API_KEY`, `HF_TOKEN`, `AWS_SECRET_ACCESS_KEY`'s kin …) and any other of these shapes."""
+SECRET_MIN_CHARS = 8
+"""Shorter values ("1", "true") are not keys, and masking them would garble ordinary words."""
+
+
+def environment_secrets(env: Mapping[str, str] | None = None) -> list[str]:
+    """The values of every secret-named variable of the environment, non-trivial ones only."""
+    env = os.environ if env is None else env
+    return [
+        value
+        for name, value in env.items()
+        if name.upper().endswith(SECRET_SUFFIXES) and len(value.strip()) >= SECRET_MIN_CHARS
+    ]
+
+
 def redact(text: str, secrets: Iterable[str] = ()) -> str:
-    """Mask API keys: the configured secrets by value, and anything shaped like a key."""
-    for secret in secrets:
-        if secret and len(secret) >= 4:
-            text = text.replace(secret, "***")
+    """Mask API keys: the configured secrets (the `api_key_env` key) and the value of every
+    secret-named environment variable, by value, then anything shaped like a key.
+
+    The one redaction for anything a provider says: LiteLLM reads keys from the standard variables
+    when no `api_key_env` is set, and a provider may echo a key in its error body, which would
+    otherwise reach an immutable diagnostic event, `export`, `inspect --json` and stderr.
+    """
+    known = {secret for secret in secrets if secret and len(secret) >= 4}
+    known.update(environment_secrets())
+    for secret in sorted(known, key=len, reverse=True):  # a longer key is masked whole first
+        text = text.replace(secret, "***")
     return _SECRET_PATTERNS.sub("***", text)
 
 

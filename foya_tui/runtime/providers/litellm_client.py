@@ -7,15 +7,18 @@ table, send no telemetry and never retry on its own (Foya's retry policy lives i
 
 from __future__ import annotations
 
+import contextlib
 import os
+import queue
 import threading
 import time
 from collections.abc import AsyncIterator, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import ModuleType
 from typing import Any
 
 from foya_tui.runtime.model import ToolCall, Usage
+from foya_tui.runtime.providers.catalog import model_info
 from foya_tui.runtime.providers.client import (
     CANCELLED_COMPLETION,
     CancelToken,
@@ -35,6 +38,8 @@ from foya_tui.runtime.providers.errors import (
 )
 from foya_tui.runtime.providers.routes import SIMULATOR_PROTOCOL
 from foya_tui.runtime.providers.simulator import Simulator, SimulatorFault
+from foya_tui.runtime.providers.wire import wire_safe
+from foya_tui.runtime.text import strip_control
 from foya_tui.settings import Settings
 
 _load_lock = threading.Lock()
@@ -191,9 +196,160 @@ def _attr(obj: Any, name: str) -> Any:
 def _usage_of(raw: Any) -> Usage | None:
     if raw is None:
         return None
+    counts = [_attr(raw, name) for name in ("prompt_tokens", "completion_tokens", "total_tokens")]
+    if any(
+        value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 0)
+        for value in counts
+    ):
+        return None  # a count that is not a non-negative integer makes the whole figure unknown
     return Usage.from_counts(
         _attr(raw, "prompt_tokens"), _attr(raw, "completion_tokens"), _attr(raw, "total_tokens")
     )
+
+
+# -- hostile-provider guards (kept apart from the stream loop: each is one call in it) ------------
+
+REPLY_MAX_CHARS = 4 * 1024 * 1024
+"""Characters of reply text kept; a provider could otherwise fill memory and the event log."""
+USAGE_MAX_WINDOWS = 10
+"""A usage figure above this many context windows is not a measurement: it counts as unknown."""
+USAGE_MAX_TOKENS = 100_000_000
+"""The bound when the window is unknown (10 × the largest windows offered today)."""
+
+
+@dataclass(frozen=True)
+class _StreamLimits:
+    idle: float = 120.0
+    """Seconds without any progress (text, reasoning, a tool call, the finish) before giving up."""
+    deadline: float = 600.0
+    """Seconds the whole stream may take, however steadily it trickles."""
+    window: int | None = None
+
+
+class _TextCap:
+    """Keeps at most `limit` characters of a growing reply and counts what it dropped."""
+
+    def __init__(self, limit: int) -> None:
+        self.room = limit
+        self.dropped = 0
+
+    def take(self, piece: str) -> str:
+        kept = piece[: max(self.room, 0)]
+        self.room -= len(kept)
+        self.dropped += len(piece) - len(kept)
+        return kept
+
+    def marker(self) -> str:
+        if not self.dropped:
+            return ""
+        return f"\n[… Foya stopped here: {self.dropped:,} more characters of the reply were not kept]"
+
+
+def _progress(chunk: Any) -> bool:
+    """Whether a chunk carries anything: an empty delta every second is a trickle, not progress."""
+    if _attr(chunk, "usage") is not None:
+        return True
+    for choice in _attr(chunk, "choices") or ():
+        delta = _attr(choice, "delta")
+        if _attr(choice, "finish_reason") or (
+            delta is not None
+            and (_attr(delta, "content") or _attr(delta, "tool_calls") or _attr(delta, "reasoning_content"))
+        ):
+            return True
+    return False
+
+
+def _stalled(detail: str) -> ProviderError:
+    return ProviderError(ProviderFailure(kind=FailureKind.CONNECTION, detail=detail))
+
+
+_END = object()
+
+
+def _guarded(response: Any, limits: _StreamLimits, cancel: CancelToken) -> Iterator[Any]:
+    """The stream's chunks, read in a helper thread so that a total deadline and an idle limit hold
+    even while the HTTP read blocks (`request_timeout` only bounds one socket read, so a stream
+    that trickles a byte at a time ran 121 s against a 20 s timeout). Cancel is seen within 0.1 s."""
+    chunks: queue.Queue[Any] = queue.Queue(maxsize=64)
+    stop = threading.Event()
+
+    def pump() -> None:
+        try:
+            for chunk in response:
+                while not stop.is_set():
+                    try:
+                        chunks.put(chunk, timeout=0.1)
+                        break
+                    except queue.Full:
+                        continue
+                if stop.is_set():
+                    return
+            chunks.put(_END)
+        except BaseException as exc:  # handed to the reader, which raises it as its own
+            chunks.put(exc)
+
+    threading.Thread(target=pump, name="foya-stream", daemon=True).start()
+    start = last = time.monotonic()
+    try:
+        while True:
+            now = time.monotonic()
+            if now - start >= limits.deadline:
+                raise _stalled(f"the reply took longer than {limits.deadline:g} s")
+            if now - last >= limits.idle:
+                raise _stalled(f"no reply for {limits.idle:g} s")
+            wait = min(0.1, limits.deadline - (now - start), limits.idle - (now - last))
+            try:
+                item = chunks.get(timeout=max(wait, 0.001))
+            except queue.Empty:
+                if cancel.cancelled:
+                    return  # the reader sees the cancel and finishes as cancelled
+                continue
+            if item is _END:
+                return
+            if isinstance(item, BaseException):
+                raise item
+            if _progress(item):
+                last = time.monotonic()
+            yield item
+    finally:
+        stop.set()
+        _close_quietly(response)
+
+
+def _close_quietly(response: Any) -> None:
+    """Drop the connection of an abandoned stream, where LiteLLM exposes a way to."""
+    for target in (response, getattr(response, "completion_stream", None)):
+        close = getattr(target, "close", None)
+        if callable(close):
+            with contextlib.suppress(Exception):
+                close()
+
+
+def _plausible_usage(usage: Usage | None, window: int | None) -> Usage | None:
+    """Usage as reported, unless it is beyond any request this route can make (then unknown)."""
+    if usage is None:
+        return None
+    bound = USAGE_MAX_WINDOWS * window if window else USAGE_MAX_TOKENS
+    return None if max(usage.input_tokens, usage.output_tokens, usage.total_tokens) > bound else usage
+
+
+def _unique_call_ids(calls: tuple[ToolCall, ...]) -> tuple[ToolCall, ...]:
+    """Each call of one reply with its own id: results are matched to calls by id, so a repeated
+    id would pair both results with one call. A repeat gets a suffix; the first keeps its id.
+    A name with control characters (terminal escapes) is written with visible escapes instead: it
+    is stored and shown harmlessly, and names no tool, so nothing runs under a disguised name."""
+    seen: set[str] = set()
+    unique = []
+    for call in calls:
+        name = call.name if call.name.isprintable() else call.name.encode("unicode_escape").decode("ascii")
+        call_id, number = call.id, 1
+        while call_id in seen:
+            number += 1
+            call_id = f"{call.id}_{number}"
+        seen.add(call_id)
+        same = (call_id, name) == (call.id, call.name)
+        unique.append(call if same else replace(call, id=call_id, name=name))
+    return tuple(unique)
 
 
 def _provider_sent_usage(response: Any) -> bool:
@@ -215,7 +371,7 @@ def _bad_response(detail: str) -> ProviderError:
     )
 
 
-def _read_completion(response: Any) -> Completion:
+def _read_completion(response: Any, window: int | None = None) -> Completion:
     """The text, finish reason and usage of a non-streamed reply; anything else is unreadable."""
     choices = _attr(response, "choices")
     if not isinstance(choices, (list, tuple)) or not choices:
@@ -234,7 +390,9 @@ def _read_completion(response: Any) -> Completion:
     # already reads as unknown; the check still guards against an invented figure.
     if not _provider_sent_usage(response):
         usage = None
-    return Completion(text=content or "", finish_reason=str(finish_reason), usage=usage)
+    cap = _TextCap(REPLY_MAX_CHARS)
+    text = strip_control(cap.take(content or "")) + cap.marker()
+    return Completion(text=text, finish_reason=str(finish_reason), usage=_plausible_usage(usage, window))
 
 
 class LiteLLMClient:
@@ -249,7 +407,9 @@ class LiteLLMClient:
         connection = self._settings.connection_for(route.connection)
         kwargs: dict[str, Any] = {
             "model": route.model,
-            "messages": [dict(message) for message in request.messages],
+            # Anything not valid UTF-8 (a file name, a working directory) is made visible first:
+            # one lone surrogate would otherwise fail this request and every later one.
+            "messages": wire_safe(list(request.messages)),
             "stream": True,
             "stream_options": {"include_usage": True},
             "timeout": self._settings.request_timeout,
@@ -282,12 +442,19 @@ class LiteLLMClient:
             kwargs["extra_body"] = extra
         return kwargs, secrets
 
+    def _limits(self, request: ProviderRequest) -> _StreamLimits:
+        route = request.route
+        window = model_info(route.model, self._settings.model_settings(route.model)).window
+        return _StreamLimits(
+            idle=self._settings.request_timeout, deadline=self._settings.stream_deadline, window=window
+        )
+
     def stream(self, request: ProviderRequest, cancel: CancelToken) -> Iterator[StreamEvent]:
         kwargs, secrets = self._request_kwargs(request)
         try:
             litellm = load_litellm()
             response = litellm.completion(**kwargs)
-            yield from self._read_stream(response, cancel)
+            yield from self._read_stream(response, cancel, self._limits(request))
         except ProviderError:
             raise
         except Exception as exc:  # every provider failure is classified, never a traceback
@@ -307,19 +474,23 @@ class LiteLLMClient:
             # up is dropped rather than reported.
             if cancel.cancelled:
                 return CANCELLED_COMPLETION
-            return _read_completion(response)
+            return _read_completion(response, self._limits(request).window)
         except ProviderError:
             raise
         except Exception as exc:  # every provider failure is classified, never a traceback
             raise ProviderError(classify_exception(exc, secrets)) from None
 
-    def _read_stream(self, response: Any, cancel: CancelToken) -> Iterator[StreamEvent]:
+    def _read_stream(
+        self, response: Any, cancel: CancelToken, limits: _StreamLimits | None = None
+    ) -> Iterator[StreamEvent]:
+        limits = limits or _StreamLimits()
+        cap = _TextCap(REPLY_MAX_CHARS)
         text: list[str] = []
         reasoning: list[str] = []
         calls: dict[int, _ToolCallParts] = {}
         finish_reason: str | None = None
         usage: Usage | None = None
-        for chunk in response:
+        for chunk in _guarded(response, limits, cancel):
             if cancel.cancelled:
                 finish_reason = "cancelled"
                 break
@@ -331,9 +502,10 @@ class LiteLLMClient:
                 delta = _attr(choice, "delta")
                 if delta is not None:
                     content = _attr(delta, "content")
-                    if content:
-                        text.append(str(content))
-                        yield TextDelta(str(content))
+                    kept = cap.take(str(content)) if content else ""
+                    if kept:
+                        text.append(kept)
+                        yield TextDelta(kept)
                     thought = _attr(delta, "reasoning_content")
                     if thought:
                         reasoning.append(str(thought))
@@ -366,11 +538,11 @@ class LiteLLMClient:
             for index, parts in sorted(calls.items())
         )
         yield StreamFinished(
-            text="".join(text),
-            reasoning="".join(reasoning),
-            tool_calls=tool_calls,
+            text=strip_control("".join(text)) + cap.marker(),
+            reasoning=strip_control("".join(reasoning)),
+            tool_calls=_unique_call_ids(tool_calls),
             finish_reason=finish_reason,
-            usage=usage,
+            usage=_plausible_usage(usage, limits.window),
         )
 
 

@@ -1,29 +1,40 @@
 """Provides the built-in tools: read_file, list_dir, glob, grep, write_file, edit_file, shell.
 
-Every tool is confined to the session's workspace: a path whose real location (symlinks
-followed) lies outside `context.workdir` is refused. Every output is bounded and cleaned of
-terminal escapes, because it goes both to a model and to a terminal. Failures are returned as
-error results (never raised), so the model can read them and correct itself.
+Every file tool is confined to the session's workspace: a path whose real location (symlinks
+followed) lies outside `context.workdir` is refused, and the checked path is then opened one
+component at a time with `O_NOFOLLOW` (openat), so a link swapped in after the check is refused
+rather than followed. A file with more than one hard link is never written (another link may be
+outside). FIFOs, devices and sockets are never read, and grep's patterns run with a time limit,
+so no call can block a step forever. Every output is bounded and cleaned of terminal escapes,
+because it goes both to a model and to a terminal. Failures are returned as error results (never
+raised), so the model can read them and correct itself. The shell is not confined by paths: see
+`shell_sandbox`.
 """
 
 from __future__ import annotations
 
 import codecs
 import contextlib
+import errno
 import os
 import re
 import selectors
 import shutil
 import signal
+import stat
 import subprocess
 import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+import regex
+
 from foya_tui.errors import FoyaError
+from foya_tui.runtime.providers.wire import unescape_name
 from foya_tui.runtime.text import strip_control
 from foya_tui.runtime.tools.registry import Effect, ToolContext, ToolResult, ToolSpec, error
+from foya_tui.runtime.tools.sandbox import release, shell_confinement, start_shell, watch
 
 # -- bounds (chosen so one call can never flood the context or the terminal) ---------------------
 
@@ -48,6 +59,11 @@ SHELL_POLL_SECONDS = 0.05
 SHELL_DRAIN_SECONDS = 0.2
 """After the shell exits, how long output from background children is still collected."""
 SKIPPED_DIRS = frozenset({".git"})
+GREP_MATCH_TIMEOUT = 2.0
+"""Seconds one regex search may take: a pattern such as `(a+)+$` backtracks exponentially, and a
+37-character line once took 9 minutes, with nothing able to stop it."""
+GREP_CANCEL_EVERY = 1024
+"""Lines between two looks at the cancel token inside one file."""
 
 
 class ToolError(FoyaError):
@@ -114,10 +130,21 @@ def resolve_path(context: ToolContext, raw: str) -> Path:
     if "\0" in raw:
         raise ToolError("path contains a NUL character")
     root = workspace_root(context)
+    raw = _shown_name(raw, root)
     real = Path(os.path.realpath(raw if os.path.isabs(raw) else root / raw))
     if real != root and not real.is_relative_to(root):
         raise ToolError(f"path escapes the workspace: {raw!r} resolves to {real}, outside {root}")
     return real
+
+
+def _shown_name(raw: str, root: Path) -> str:
+    """The path the file system knows for a name the model copied from a result: a byte that is
+    not UTF-8 was shown as `\\xe9` (wire.py), so when only the unescaped name exists, it is meant."""
+    unescaped = unescape_name(raw)
+    if unescaped == raw:
+        return raw
+    literal, meant = (Path(p) if os.path.isabs(p) else root / p for p in (raw, unescaped))
+    return unescaped if not os.path.lexists(literal) and os.path.lexists(meant) else raw
 
 
 def display(path: Path, context: ToolContext) -> str:
@@ -128,6 +155,92 @@ def display(path: Path, context: ToolContext) -> str:
     except ValueError:
         return str(path)
     return relative.as_posix() if relative != Path(".") else "."
+
+
+_LINK_ERRNOS = frozenset({errno.ELOOP, errno.ENOTDIR, errno.EMLINK})
+"""What `O_NOFOLLOW` reports when a component turned out to be a symbolic link."""
+
+
+def open_beneath(context: ToolContext, real: Path, flags: int, *, make_parents: bool = False) -> int:
+    """Open `real` (a path `resolve_path` returned) one component at a time from the workspace
+    root, never following a symbolic link, and return the descriptor.
+
+    `resolve_path` checked the real location, but a directory can be swapped for a link between
+    that check and the open (one write in 35,190 escaped that way): here every directory is opened
+    with `O_NOFOLLOW | O_DIRECTORY` relative to the previous one (openat), so what is opened is
+    what was checked, or nothing. `O_NONBLOCK` keeps a FIFO from blocking the open forever.
+    """
+    root = workspace_root(context)
+    parts = real.relative_to(root).parts
+    if not parts:
+        raise ToolError(f"{display(real, context)} is the workspace itself, not a file")
+    directory = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        for part in parts[:-1]:
+            try:
+                child = _open_dir(part, directory)
+            except FileNotFoundError:
+                if not make_parents:
+                    raise
+                with contextlib.suppress(FileExistsError):
+                    os.mkdir(part, 0o777, dir_fd=directory)
+                child = _open_dir(part, directory)
+            os.close(directory)
+            directory = child
+        try:
+            flags |= os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
+            return os.open(parts[-1], flags, 0o666, dir_fd=directory)
+        except OSError as exc:
+            if exc.errno in _LINK_ERRNOS and _is_link(parts[-1], directory):
+                # Named as checked: display() would follow the new link.
+                name = "/".join(parts)
+                raise ToolError(f"refused: {name} became a symbolic link while it was opened") from None
+            raise
+    finally:
+        os.close(directory)
+
+
+def _open_dir(name: str, directory: int) -> int:
+    try:
+        return os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=directory)
+    except OSError as exc:
+        if exc.errno in _LINK_ERRNOS and _is_link(name, directory):
+            raise ToolError(f"refused: {name!r} became a symbolic link while it was opened") from None
+        raise
+
+
+def _is_link(name: str, directory: int) -> bool:
+    try:
+        return stat.S_ISLNK(os.lstat(name, dir_fd=directory).st_mode)
+    except OSError:
+        return False
+
+
+def regular_file(fd: int, name: str, tool: str) -> os.stat_result:
+    """The descriptor's status; a FIFO, device or socket is refused (reading one blocks forever)."""
+    status = os.fstat(fd)
+    if not stat.S_ISREG(status.st_mode):
+        os.close(fd)
+        raise ToolError(f"{name} is not a regular file (a FIFO, device or socket); {tool} refuses it")
+    return status
+
+
+def writable_file(fd: int, name: str, tool: str) -> None:
+    """Refuse a file with more than one hard link: another link may be outside the workspace, and
+    writing through this one would change that file too (confinement by path cannot see it)."""
+    links = regular_file(fd, name, tool).st_nlink
+    if links > 1:
+        os.close(fd)
+        raise ToolError(
+            f"refused: {name} has {links} hard links, and another may be outside the workspace; "
+            f"{tool} does not change a file through a hard link (copy it to a new file first)"
+        )
+
+
+def write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
 
 
 def walked_name(path: Path, root: Path) -> str:
@@ -263,7 +376,10 @@ class ReadFile(BuiltinTool):
         invalid_utf8 = cut = 0
         full = False
         consumed = 0
-        with path.open("rb") as handle:
+        fd = open_beneath(context, path, os.O_RDONLY)
+        regular_file(fd, name, "read_file")
+        os.set_blocking(fd, True)
+        with os.fdopen(fd, "rb") as handle:
             if is_binary(handle.read(BINARY_SNIFF_BYTES)):
                 raise ToolError(f"{name} is a binary file (it contains NUL bytes); read_file shows text only")
             handle.seek(0)
@@ -449,15 +565,20 @@ class Grep(BuiltinTool):
 
     def execute(self, arguments: Mapping[str, Any], context: ToolContext) -> ToolResult:
         pattern = string_arg(arguments, "pattern")
-        flags = re.IGNORECASE if bool_arg(arguments, "ignore_case") else 0
+        flags = regex.IGNORECASE if bool_arg(arguments, "ignore_case") else 0
         try:
-            line_regex = re.compile(pattern, flags)
-        except re.error as exc:
+            # `re` decides what is a valid pattern (the tool promises Python's syntax and words);
+            # `regex` runs it, because its searches take a timeout and `re`'s cannot be stopped.
+            re.compile(pattern, flags)
+            line_regex = regex.compile(pattern, flags)
+        except (re.error, regex.error) as exc:
             raise ToolError(f"invalid regular expression {pattern!r}: {exc}") from None
         # Whole-file prefilter (one C-speed scan per file): MULTILINE makes ^/$ match at every
         # line, so a file with a matching line always passes. \A and \Z mean "line start/end"
         # per line but "file start/end" on the whole text, so such patterns skip the prefilter.
-        prefilter = None if re.search(r"\\[AZz]", pattern) else re.compile(pattern, flags | re.MULTILINE)
+        prefilter = (
+            None if re.search(r"\\[AZz]", pattern) else regex.compile(pattern, flags | regex.MULTILINE)
+        )
         file_filter = string_arg(arguments, "glob", "") or ""
         name_only = "/" not in file_filter
         filter_regex = glob_regex(file_filter) if file_filter else None
@@ -466,7 +587,7 @@ class Grep(BuiltinTool):
         budget = [WALK_MAX_ENTRIES]
         files = [base] if base.is_file() else (p for p, is_dir in walk_files(base, budget) if not is_dir)
         matches: list[str] = []
-        binary = large = 0
+        binary = large = special = 0
         full = False
         for path in files:
             if context.cancel.cancelled:
@@ -478,26 +599,37 @@ class Grep(BuiltinTool):
             if path.is_symlink() and not Path(os.path.realpath(path)).is_relative_to(root):
                 continue  # a link out of the workspace is not followed
             try:
-                if path.stat().st_size > GREP_MAX_FILE_BYTES:
-                    large += 1
-                    continue
-                data = path.read_bytes()
+                data, size = _read_regular(path, GREP_MAX_FILE_BYTES)
             except OSError:
                 continue  # unreadable files (permissions, dangling links) are not the model's concern
+            if data is None:
+                special += 1
+                continue
+            if size > GREP_MAX_FILE_BYTES:
+                large += 1
+                continue
             if is_binary(data):
                 binary += 1
                 continue
             text = data.decode("utf-8", "replace")
-            if prefilter is not None and not prefilter.search(text):
-                continue
             name = display(path, context) if path == base else walked_name(path, root)
-            for number, line in enumerate(text.split("\n"), 1):
-                if line_regex.search(line):
-                    cleaned = strip_control(line.replace("\r", ""))
-                    matches.append(f"{name}:{number}: {cut_line(cleaned, GREP_LINE_MAX_CHARS)}")
-                    if len(matches) >= GREP_MAX_MATCHES:
-                        full = True
-                        break
+            try:
+                if prefilter is not None and not prefilter.search(text, timeout=GREP_MATCH_TIMEOUT):
+                    continue
+                for number, line in enumerate(text.split("\n"), 1):
+                    if number % GREP_CANCEL_EVERY == 0 and context.cancel.cancelled:
+                        return error("grep was cancelled")
+                    if line_regex.search(line, timeout=GREP_MATCH_TIMEOUT):
+                        cleaned = strip_control(line.replace("\r", ""))
+                        matches.append(f"{name}:{number}: {cut_line(cleaned, GREP_LINE_MAX_CHARS)}")
+                        if len(matches) >= GREP_MAX_MATCHES:
+                            full = True
+                            break
+            except TimeoutError:
+                return error(
+                    f"grep stopped: matching {pattern!r} took longer than {GREP_MATCH_TIMEOUT:g} s in "
+                    f"{name}; the pattern backtracks too much (nested repetition such as (a+)+), simplify it"
+                )
             if full:
                 break
         where = display(base, context)
@@ -510,7 +642,24 @@ class Grep(BuiltinTool):
             lines.append(f"[{binary} binary file(s) skipped]")
         if large:
             lines.append(f"[{large} file(s) over {human_size(GREP_MAX_FILE_BYTES)} skipped]")
+        if special:
+            lines.append(f"[{special} FIFO, device or socket file(s) skipped]")
         return ToolResult(content="\n".join(lines), metadata={"matches": len(matches), "truncated": full})
+
+
+def _read_regular(path: Path, limit: int) -> tuple[bytes | None, int]:
+    """(bytes, size) of a regular file, its bytes empty when it is over `limit`; (None, 0) for a
+    FIFO, device or socket, which is never read: it could block forever (O_NONBLOCK opens it)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    with os.fdopen(fd, "rb") as handle:
+        status = os.fstat(fd)
+        if not stat.S_ISREG(status.st_mode):
+            return None, 0
+        if status.st_size > limit:
+            return b"", status.st_size
+        os.set_blocking(fd, True)
+        data = handle.read()
+        return data, len(data)
 
 
 # -- write_file and edit_file ---------------------------------------------------------------------
@@ -541,8 +690,14 @@ class WriteFile(BuiltinTool):
         if path.is_dir():
             raise ToolError(f"{name} is a directory; give a file path")
         existed = path.exists()
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(data)
+        fd = open_beneath(context, path, os.O_WRONLY | os.O_CREAT, make_parents=True)
+        writable_file(fd, name, "write_file")
+        try:
+            os.set_blocking(fd, True)
+            os.ftruncate(fd, 0)
+            write_all(fd, data)
+        finally:
+            os.close(fd)
         verb = "overwrote" if existed else "created"
         return ToolResult(
             content=f"wrote {len(data):,} bytes to {name} ({verb})",
@@ -581,20 +736,30 @@ class EditFile(BuiltinTool):
             raise ToolError("old_string and new_string are identical; nothing to change")
         if not path.is_file():
             raise ToolError(f"no such file: {name}")
+        fd = open_beneath(context, path, os.O_RDWR)
+        writable_file(fd, name, "edit_file")
+        os.set_blocking(fd, True)
+        with os.fdopen(fd, "r+b") as handle:
+            return self._edit(handle, name, old, new, bool_arg(arguments, "replace_all"))
+
+    @staticmethod
+    def _edit(handle: Any, name: str, old: str, new: str, replace_all: bool) -> ToolResult:
         try:
             # Bytes in, bytes out: line endings stay exactly as they were.
-            text = path.read_bytes().decode("utf-8")
+            text = handle.read().decode("utf-8")
         except UnicodeDecodeError:
             raise ToolError(f"{name} is not valid UTF-8 text; edit_file edits text files only") from None
         count = text.count(old)
         if count == 0:
             raise ToolError(f"old_string not found in {name}; read the file and copy the text exactly")
-        if count > 1 and not bool_arg(arguments, "replace_all"):
+        if count > 1 and not replace_all:
             raise ToolError(
                 f"old_string found {count} times in {name}; add surrounding context to make it unique "
                 "or set replace_all"
             )
-        path.write_bytes(text.replace(old, new).encode("utf-8", "replace"))
+        handle.seek(0)
+        handle.truncate()
+        handle.write(text.replace(old, new).encode("utf-8", "replace"))
         return ToolResult(
             content=f"replaced {count} occurrence{'s' if count > 1 else ''} in {name}",
             metadata={"replacements": count},
@@ -675,17 +840,18 @@ class Shell(BuiltinTool):
         if context.cancel.cancelled:
             return error("cancelled by the user before the command started", cancelled=True)
         shell = shutil.which("bash") or shutil.which("sh") or "/bin/sh"
+        workspace = workspace_root(context)
         start = time.monotonic()
-        process = subprocess.Popen(
-            [shell, "-c", command],
-            cwd=workspace_root(context),
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,  # its own process group, so a kill reaches every child
-        )
-        capture = OutputCapture(SHELL_OUTPUT_HEAD_BYTES, SHELL_OUTPUT_TAIL_BYTES)
-        stopped = self._pump(process, capture, context, start + timeout)
+        # Inside bubblewrap when it works here; a watcher kills the command's groups if Foya dies
+        # (even by SIGKILL) before the call ends (sandbox.py, supervisor.py).
+        started = start_shell(shell, command, workspace, context.shell_network)
+        process = started.process
+        watcher = watch(started.groups)
+        try:
+            capture = OutputCapture(SHELL_OUTPUT_HEAD_BYTES, SHELL_OUTPUT_TAIL_BYTES)
+            stopped = self._pump(process, started.groups, capture, context, start + timeout)
+        finally:
+            release(watcher)
         duration = time.monotonic() - start
         output = capture.text()
         metadata: dict[str, Any] = {
@@ -693,6 +859,7 @@ class Shell(BuiltinTool):
             "duration": duration,
             "output_bytes": capture.total,
             "truncated": capture.cut_bytes > 0,
+            "sandbox": "bwrap" if shell_confinement().confined else "none",
         }
         if stopped == "timeout":
             metadata["timed_out"] = True
@@ -721,7 +888,11 @@ class Shell(BuiltinTool):
 
     @staticmethod
     def _pump(
-        process: subprocess.Popen[bytes], capture: OutputCapture, context: ToolContext, deadline: float
+        process: subprocess.Popen[bytes],
+        groups: tuple[int, ...],
+        capture: OutputCapture,
+        context: ToolContext,
+        deadline: float,
     ) -> str | None:
         """Collect output until the command ends; returns "timeout"/"cancelled" when it was killed.
 
@@ -769,14 +940,16 @@ class Shell(BuiltinTool):
                     stopped = "timeout"
                     break
             if stopped is not None:
-                kill_group(process.pid)
+                for pgid in groups:
+                    kill_group(pgid)
                 # What the command wrote before the kill is still in the pipe: keep it.
                 drain_until = time.monotonic() + SHELL_DRAIN_SECONDS
                 while not eof and time.monotonic() < drain_until:
                     read_available()
         finally:
             if process.poll() is None and stopped is None:
-                kill_group(process.pid)  # only reached when this thread itself was interrupted
+                for pgid in groups:  # only reached when this thread itself was interrupted
+                    kill_group(pgid)
             selector.close()
             process.stdout.close()
             process.wait()

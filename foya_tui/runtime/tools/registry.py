@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Final, Protocol
 
 from foya_tui.runtime.providers.client import CancelToken
+from foya_tui.runtime.providers.wire import escape_undecodable
 from foya_tui.runtime.store.events import EventStore
 from foya_tui.runtime.view.history import HISTORY_READ_TOOL as HISTORY_READ_TOOL  # re-exported
 
@@ -79,6 +80,8 @@ class ToolContext:
     cancel: CancelToken = field(default_factory=CancelToken)
     timeout: float = 30.0
     """Default shell timeout in seconds."""
+    shell_network: bool = False
+    """Whether a sandboxed shell keeps the network (`[tools] shell_network`)."""
     covered: tuple[int, int] | None = None
     """The seq range the current checkpoint summarises (recall tools search it by default)."""
 
@@ -293,7 +296,10 @@ class ToolRegistry:
         start = time.perf_counter()
         result = self._call(name, raw_arguments, context)
         duration = time.perf_counter() - start
-        return dataclasses.replace(result, metadata={**result.metadata, "duration": duration})
+        # A file name that is not UTF-8 reaches here as lone surrogates, which no provider accepts
+        # and every later request would repeat: stored and sent as visible escapes (`\xe9`).
+        metadata = {**result.metadata, "duration": duration}
+        return dataclasses.replace(result, content=escape_undecodable(result.content), metadata=metadata)
 
     def _call(self, name: str, raw_arguments: str, context: ToolContext) -> ToolResult:
         tool = self.get(name)

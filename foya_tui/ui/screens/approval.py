@@ -23,6 +23,7 @@ from textual.widgets import Button, Static
 
 from foya_tui.runtime.text import strip_control
 from foya_tui.runtime.tools.approval import Decision
+from foya_tui.runtime.tools.sandbox import shell_confinement
 from foya_tui.ui.widgets.tool_block import ARGUMENT_CHARS, parse_arguments, pretty_arguments
 
 if TYPE_CHECKING:
@@ -99,6 +100,9 @@ class ApprovalScreen(ModalScreen[Decision | None]):
             yield Static(
                 Text.assemble((f"{name} ", "bold"), effect_label(self.request.effect)), id="approval-what"
             )
+            if self.request.effect == "shell":
+                # Plainly: without bubblewrap the command runs with the user's full rights.
+                yield Static(Text(shell_confinement().reason), id="approval-confinement")
             with VerticalScroll(id="approval-arguments"):
                 yield Static(Text(arguments_text(call.name, call.arguments)), id="approval-code")
             with Horizontal(id="approval-buttons"):
