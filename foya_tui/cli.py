@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -16,6 +17,7 @@ from typing import NoReturn
 
 from foya_tui import __version__
 from foya_tui.errors import EXIT_FAILED, EXIT_OK, FoyaError, InputError
+from foya_tui.runtime.text import split_escape_tail, terminal_safe
 from foya_tui.settings import APPROVAL_MODES
 
 
@@ -127,12 +129,47 @@ INDEX_PROGRESS_FROM = 10_000
 def index_progress(done: int, total: int) -> None:
     """Progress of the migration that indexes an older database for search, on stderr."""
     if total >= INDEX_PROGRESS_FROM and (done == total or done % max(5_000, total // 10) < 5_000):
-        print(f"foya: indexing history for search: {done:,} of {total:,} events", file=sys.stderr)
+        say(f"foya: indexing history for search: {done:,} of {total:,} events", err=True)
+
+
+# json.dumps escapes U+0000..U+001F but writes DEL, the C1 controls (U+009B is an 8-bit CSI some
+# terminals obey), bidi overrides, line separators and lone surrogates raw (a lone surrogate cannot
+# even be written as UTF-8). Outside strings JSON is ASCII, so escaping these keeps the value and
+# makes the bytes terminal-safe.
+_JSON_UNSAFE = re.compile(r"[\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
 
 
 def _print_json(value: object) -> None:
-    sys.stdout.write(json.dumps(value, ensure_ascii=False) + "\n")
+    text = json.dumps(value, ensure_ascii=False)
+    sys.stdout.write(_JSON_UNSAFE.sub(lambda found: f"\\u{ord(found.group()):04x}", text) + "\n")
     sys.stdout.flush()
+
+
+def say(*parts: object, sep: str = " ", end: str = "\n", err: bool = False) -> None:
+    """Print plain output (stdout, or stderr with `err`): every character passes `terminal_safe`,
+    so model text, tool names and arguments, titles and snippets cannot command the terminal.
+    Everything the CLI prints outside `--json` goes through here."""
+    stream = sys.stderr if err else sys.stdout
+    stream.write(terminal_safe(sep.join(str(part) for part in parts) + end))
+    stream.flush()
+
+
+class _SafeStream:
+    """Streamed reply text for the terminal: a sequence split across two deltas is held back until
+    it can be removed whole (the TUI's stream does the same)."""
+
+    def __init__(self) -> None:
+        self._held = ""
+
+    def write(self, fragment: str) -> None:
+        ready, self._held = split_escape_tail(self._held + fragment)
+        if ready:
+            say(ready, end="")
+
+    def finish(self) -> None:
+        if self._held:
+            say(self._held, end="")
+            self._held = ""
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
@@ -158,39 +195,41 @@ def _cmd_run(args: argparse.Namespace) -> int:
             runtime.open_session(args.run_session, route) if args.run_session else runtime.new_session(route)
         )
         status = EXIT_FAILED
+        reply = _SafeStream()
         for update in session.send(prompt):
+            if not isinstance(update, ReplyDelta):
+                reply.finish()
             if args.json:
                 _print_json(update.to_json())
             elif isinstance(update, ReplyDelta):
-                sys.stdout.write(update.text)
-                sys.stdout.flush()
+                reply.write(update.text)
             elif isinstance(update, ToolCallStarted):
-                print(f"foya: ▸ {update.name} {update.arguments}", file=sys.stderr)
+                say(f"foya: ▸ {update.name} {update.arguments}", err=True)
             elif isinstance(update, ToolCallFinished):
                 mark = "✗" if update.is_error else "✓"
-                print(f"foya:   {mark} {update.name}: {len(update.content):,} characters", file=sys.stderr)
+                say(f"foya:   {mark} {update.name}: {len(update.content):,} characters", err=True)
             elif isinstance(update, RetryScheduled):
-                print(f"foya: {update.reason}; retrying in {update.delay_seconds:.1f} s", file=sys.stderr)
+                say(f"foya: {update.reason}; retrying in {update.delay_seconds:.1f} s", err=True)
             elif isinstance(update, TurnFinished):
-                sys.stdout.write("\n")
+                say("")
                 if update.notice:
-                    print(f"foya: {update.notice}", file=sys.stderr)
+                    say(f"foya: {update.notice}", err=True)
             elif isinstance(update, TurnFailed):
-                print(f"foya: {update.reason}", file=sys.stderr)
+                say(f"foya: {update.reason}", err=True)
             elif isinstance(update, CompactionProgressed):
                 detail = f" {update.detail}" if update.detail else ""
-                print(f"foya: compaction ({update.trigger}): {update.stage}{detail}…", file=sys.stderr)
+                say(f"foya: compaction ({update.trigger}): {update.stage}{detail}…", err=True)
             elif isinstance(update, CompactionFinished):
                 report = update.report
-                print(f"foya: compaction {report['outcome']}: {report['reason']}", file=sys.stderr)
+                say(f"foya: compaction {report['outcome']}: {report['reason']}", err=True)
             elif isinstance(update, ContextSnipped):
-                print(
+                say(
                     f"foya: {update.mode}: {update.results} old tool result(s) left the model's view "
                     f"(−{update.tokens_saved:,} tokens; history keeps them)",
-                    file=sys.stderr,
+                    err=True,
                 )
             elif isinstance(update, HandoffRecorded):
-                print("foya: handoff band: the model was asked to record where it stands", file=sys.stderr)
+                say("foya: handoff band: the model was asked to record where it stands", err=True)
             if isinstance(update, TurnFinished):
                 status = EXIT_OK
         return status
@@ -210,10 +249,10 @@ def _cmd_sessions(args: argparse.Namespace) -> int:
         )
         return EXIT_OK
     if not sessions:
-        print('no sessions yet: run `foya` or `foya run "hello"`')
+        say('no sessions yet: run `foya` or `foya run "hello"`')
         return EXIT_OK
     for s in sessions:
-        print(f"{s.short_id}  {s.updated_at[:19].replace('T', ' ')}  {s.event_count:>6} events  {s.title}")
+        say(f"{s.short_id}  {s.updated_at[:19].replace('T', ' ')}  {s.event_count:>6} events  {s.title}")
     return EXIT_OK
 
 
@@ -229,7 +268,7 @@ def _cmd_import(args: argparse.Namespace) -> int:
         source = path.name
     with _open_runtime(args) as runtime:
         info = runtime.import_transcript(data, source)
-    print(info.id)
+    say(info.id)
     return EXIT_OK
 
 
@@ -249,7 +288,7 @@ def _cmd_context(args: argparse.Namespace) -> int:
     if args.json:
         _print_json(report)
         return EXIT_OK
-    print(format_context(report))
+    say(format_context(report))
     return EXIT_OK
 
 
@@ -310,8 +349,8 @@ def _cmd_compact(args: argparse.Namespace) -> int:
         model = args.sub_model or args.model
         progress = None
         if not args.json:
-            progress = lambda stage, detail: print(  # noqa: E731 - one line, only here
-                f"foya: {stage}{' ' + detail if detail else ''}…", file=sys.stderr
+            progress = lambda stage, detail: say(  # noqa: E731 - one line, only here
+                f"foya: {stage}{' ' + detail if detail else ''}…", err=True
             )
         result = runtime.compact(
             args.session,
@@ -325,7 +364,7 @@ def _cmd_compact(args: argparse.Namespace) -> int:
     else:
         after = f" → {result.tokens_after:,}" if result.tokens_after is not None else ""
         checkpoint = f" · checkpoint {result.checkpoint.id[:12]}" if result.checkpoint is not None else ""
-        print(f"{result.outcome}: {result.tokens_before:,}{after} tokens{checkpoint} · {result.reason}")
+        say(f"{result.outcome}: {result.tokens_before:,}{after} tokens{checkpoint} · {result.reason}")
     return EXIT_OK if report["outcome"] in ("accepted", "nothing_to_compact") else EXIT_FAILED
 
 
@@ -335,7 +374,7 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
     if args.json:
         _print_json(report.to_json())
         return EXIT_OK
-    print(format_inspect(report.to_json()))
+    say(format_inspect(report.to_json()))
     return EXIT_OK
 
 
@@ -409,7 +448,7 @@ def format_inspect(report: dict) -> str:
 def _cmd_verify(args: argparse.Namespace) -> int:
     with _open_runtime(args) as runtime:
         report = runtime.verify(args.session)
-    print("\n".join(report.lines()))
+    say("\n".join(report.lines()))
     return EXIT_OK if report.ok else EXIT_FAILED
 
 
@@ -420,7 +459,7 @@ def _cmd_search(args: argparse.Namespace) -> int:
         _print_json({"hits": [hit.to_json() for hit in hits]})
         return EXIT_OK
     if not hits:
-        print(f"no events match {args.query!r}")
+        say(f"no events match {args.query!r}")
     for hit in hits:
         covered = hit.covered_by
         where = (
@@ -428,14 +467,14 @@ def _cmd_search(args: argparse.Namespace) -> int:
             if covered
             else ""
         )
-        print(f"seq {hit.seq:>6}  {hit.role or hit.kind:<9} {hit.snippet}{where}")
+        say(f"seq {hit.seq:>6}  {hit.role or hit.kind:<9} {hit.snippet}{where}")
     return EXIT_OK
 
 
 def _cmd_rewind(args: argparse.Namespace) -> int:
     with _open_runtime(args) as runtime:
         seq = runtime.rewind(args.session, args.seq)
-    print(f"rewound to seq {args.seq} (rewind event {seq}); later events stay in canonical history")
+    say(f"rewound to seq {args.seq} (rewind event {seq}); later events stay in canonical history")
     return EXIT_OK
 
 
@@ -449,7 +488,7 @@ def _cmd_fork(args: argparse.Namespace) -> int:
         at = info.metadata["forked_from"]["seq"]
         _print_json({"session": info.id, "from": source.id, "at": at, "messages": info.event_count})
     else:
-        print(info.id)
+        say(info.id)
     return EXIT_OK
 
 
@@ -479,7 +518,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except FoyaError as exc:
         # Bad input exits 2 having written nothing; other failures say why and exit 1. Anything
         # that is not a FoyaError is a bug, and shows as one.
-        print(f"foya: {exc.message}", file=sys.stderr)
+        say(f"foya: {exc.message}", err=True)
         return exc.exit_code
     except BrokenPipeError:
         # `foya export … | head`: the reader left; that is not an error.

@@ -28,7 +28,7 @@ from textual.content import Content
 from textual.reactive import reactive
 from textual.widget import Widget
 
-from foya_tui.runtime.text import strip_control
+from foya_tui.runtime.text import terminal_safe
 
 # The layers of SPEC X-7, in the order the bar stacks them: (report key, label, theme variable).
 LAYERS: tuple[tuple[str, str, str], ...] = (
@@ -74,7 +74,7 @@ def one_line(value: object, limit: int = 300) -> str:
     """A string from a report as one clean line: escapes and control characters removed."""
     if value is None:
         return ""
-    cleaned = " ".join(strip_control(str(value)).split())
+    cleaned = " ".join(terminal_safe(str(value)).split())
     return cleaned if len(cleaned) <= limit else cleaned[: limit - 1] + "…"
 
 
