@@ -90,6 +90,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     verify = commands.add_parser("verify", help="re-validate a session's store and checkpoints")
     verify.add_argument("session", metavar="SESSION")
+    verify.add_argument(
+        "--repair",
+        action="store_true",
+        help="rebuild a damaged search index, recreate missing triggers (events are never touched)",
+    )
 
     search = commands.add_parser("search", help="search a session's whole valid history")
     search.add_argument("session", metavar="SESSION")
@@ -110,7 +115,9 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _open_runtime(args: argparse.Namespace):
+def _open_runtime(args: argparse.Namespace, *, read_only: bool = False):
+    """The runtime of a command; `read_only` for commands that only read (they open the database
+    without its write lock: a running import or turn never blocks them, nor they it)."""
     from foya_tui.paths import resolve_paths
     from foya_tui.runtime.runtime import Runtime
     from foya_tui.settings import load_settings
@@ -118,7 +125,11 @@ def _open_runtime(args: argparse.Namespace):
     paths = resolve_paths(database=args.db)
     settings = load_settings(paths.config_file)
     return Runtime(
-        settings, paths, approval_mode=getattr(args, "approval", None), migration_progress=index_progress
+        settings,
+        paths,
+        approval_mode=getattr(args, "approval", None),
+        migration_progress=index_progress,
+        read_only=read_only,
     )
 
 
@@ -127,9 +138,14 @@ INDEX_PROGRESS_FROM = 10_000
 
 
 def index_progress(done: int, total: int) -> None:
-    """Progress of the migration that indexes an older database for search, on stderr."""
+    """Progress of indexing history for search (a migration, a repair), on stderr."""
     if total >= INDEX_PROGRESS_FROM and (done == total or done % max(5_000, total // 10) < 5_000):
         say(f"foya: indexing history for search: {done:,} of {total:,} events", err=True)
+
+
+def import_progress(done: int, total: int) -> None:
+    """Progress of a large import, batch by batch, on stderr."""
+    say(f"foya: importing: {done:,} of {total:,} messages", err=True)
 
 
 # json.dumps escapes U+0000..U+001F but writes DEL, the C1 controls (U+009B is an 8-bit CSI some
@@ -173,6 +189,29 @@ class _SafeStream:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
+    prompt = _read_stdin_text("the prompt") if args.prompt == "-" else args.prompt
+    if not prompt.strip():
+        raise UsageError("the prompt is empty")
+    with _open_runtime(args) as runtime:
+        route = runtime.route_for(args.run_model or args.model)
+        session = (
+            runtime.open_session(args.run_session, route) if args.run_session else runtime.new_session(route)
+        )
+        with runtime.claim(session.id):
+            return _run_turn(args, session, prompt)
+
+
+def _read_stdin_text(what: str) -> str:
+    data = sys.stdin.buffer.read()
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        byte = data[exc.start]
+        raise UsageError(f"{what} on stdin is not valid UTF-8 (byte {byte:#04x} at {exc.start})") from None
+
+
+def _run_turn(args: argparse.Namespace, session, prompt: str) -> int:
+    """Send one prompt and print its updates (the caller holds the session's lease)."""
     from foya_tui.runtime.updates import (
         CompactionFinished,
         CompactionProgressed,
@@ -186,57 +225,49 @@ def _cmd_run(args: argparse.Namespace) -> int:
         TurnFinished,
     )
 
-    prompt = sys.stdin.read() if args.prompt == "-" else args.prompt
-    if not prompt.strip():
-        raise UsageError("the prompt is empty")
-    with _open_runtime(args) as runtime:
-        route = runtime.route_for(args.run_model or args.model)
-        session = (
-            runtime.open_session(args.run_session, route) if args.run_session else runtime.new_session(route)
-        )
-        status = EXIT_FAILED
-        reply = _SafeStream()
-        for update in session.send(prompt):
-            if not isinstance(update, ReplyDelta):
-                reply.finish()
-            if args.json:
-                _print_json(update.to_json())
-            elif isinstance(update, ReplyDelta):
-                reply.write(update.text)
-            elif isinstance(update, ToolCallStarted):
-                say(f"foya: ▸ {update.name} {update.arguments}", err=True)
-            elif isinstance(update, ToolCallFinished):
-                mark = "✗" if update.is_error else "✓"
-                say(f"foya:   {mark} {update.name}: {len(update.content):,} characters", err=True)
-            elif isinstance(update, RetryScheduled):
-                say(f"foya: {update.reason}; retrying in {update.delay_seconds:.1f} s", err=True)
-            elif isinstance(update, TurnFinished):
-                say("")
-                if update.notice:
-                    say(f"foya: {update.notice}", err=True)
-            elif isinstance(update, TurnFailed):
-                say(f"foya: {update.reason}", err=True)
-            elif isinstance(update, CompactionProgressed):
-                detail = f" {update.detail}" if update.detail else ""
-                say(f"foya: compaction ({update.trigger}): {update.stage}{detail}…", err=True)
-            elif isinstance(update, CompactionFinished):
-                report = update.report
-                say(f"foya: compaction {report['outcome']}: {report['reason']}", err=True)
-            elif isinstance(update, ContextSnipped):
-                say(
-                    f"foya: {update.mode}: {update.results} old tool result(s) left the model's view "
-                    f"(−{update.tokens_saved:,} tokens; history keeps them)",
-                    err=True,
-                )
-            elif isinstance(update, HandoffRecorded):
-                say("foya: handoff band: the model was asked to record where it stands", err=True)
-            if isinstance(update, TurnFinished):
-                status = EXIT_OK
-        return status
+    status = EXIT_FAILED
+    reply = _SafeStream()
+    for update in session.send(prompt):
+        if not isinstance(update, ReplyDelta):
+            reply.finish()
+        if args.json:
+            _print_json(update.to_json())
+        elif isinstance(update, ReplyDelta):
+            reply.write(update.text)
+        elif isinstance(update, ToolCallStarted):
+            say(f"foya: ▸ {update.name} {update.arguments}", err=True)
+        elif isinstance(update, ToolCallFinished):
+            mark = "✗" if update.is_error else "✓"
+            say(f"foya:   {mark} {update.name}: {len(update.content):,} characters", err=True)
+        elif isinstance(update, RetryScheduled):
+            say(f"foya: {update.reason}; retrying in {update.delay_seconds:.1f} s", err=True)
+        elif isinstance(update, TurnFinished):
+            say("")
+            if update.notice:
+                say(f"foya: {update.notice}", err=True)
+        elif isinstance(update, TurnFailed):
+            say(f"foya: {update.reason}", err=True)
+        elif isinstance(update, CompactionProgressed):
+            detail = f" {update.detail}" if update.detail else ""
+            say(f"foya: compaction ({update.trigger}): {update.stage}{detail}…", err=True)
+        elif isinstance(update, CompactionFinished):
+            report = update.report
+            say(f"foya: compaction {report['outcome']}: {report['reason']}", err=True)
+        elif isinstance(update, ContextSnipped):
+            say(
+                f"foya: {update.mode}: {update.results} old tool result(s) left the model's view "
+                f"(−{update.tokens_saved:,} tokens; history keeps them)",
+                err=True,
+            )
+        elif isinstance(update, HandoffRecorded):
+            say("foya: handoff band: the model was asked to record where it stands", err=True)
+        if isinstance(update, TurnFinished):
+            status = EXIT_OK
+    return status
 
 
 def _cmd_sessions(args: argparse.Namespace) -> int:
-    with _open_runtime(args) as runtime:
+    with _open_runtime(args, read_only=True) as runtime:
         sessions = runtime.list_sessions()
     if args.json:
         _print_json(
@@ -257,23 +288,27 @@ def _cmd_sessions(args: argparse.Namespace) -> int:
 
 
 def _cmd_import(args: argparse.Namespace) -> int:
-    if args.file == "-":
-        data, source = sys.stdin.buffer.read(), "stdin"
-    else:
-        path = Path(args.file)
-        try:
-            data = path.read_bytes()
-        except OSError as exc:
-            raise UsageError(f"cannot read {args.file}: {exc.strerror or exc}") from None
-        source = path.name
+    from foya_tui.runtime.transcripts import read_transcript
+
     with _open_runtime(args) as runtime:
-        info = runtime.import_transcript(data, source)
+        limit = runtime.settings.import_max_bytes
+        if args.file == "-":
+            data, source = read_transcript(sys.stdin.buffer, limit), "stdin"
+        else:
+            path = Path(args.file)
+            try:
+                with path.open("rb") as stream:
+                    data = read_transcript(stream, limit)
+            except OSError as exc:
+                raise UsageError(f"cannot read {args.file}: {exc.strerror or exc}") from None
+            source = path.name
+        info = runtime.import_transcript(data, source, progress=import_progress)
     say(info.id)
     return EXIT_OK
 
 
 def _cmd_export(args: argparse.Namespace) -> int:
-    with _open_runtime(args) as runtime:
+    with _open_runtime(args, read_only=True) as runtime:
         model = args.sub_model or args.model
         route = runtime.route_for(model) if model else None
         for record in runtime.export(args.session, projection=args.projection, route=route):
@@ -282,7 +317,7 @@ def _cmd_export(args: argparse.Namespace) -> int:
 
 
 def _cmd_context(args: argparse.Namespace) -> int:
-    with _open_runtime(args) as runtime:
+    with _open_runtime(args, read_only=True) as runtime:
         model = args.sub_model or args.model
         report = runtime.context(args.session, runtime.route_for(model) if model else None).report()
     if args.json:
@@ -345,7 +380,7 @@ def format_context(report: dict) -> str:
 
 
 def _cmd_compact(args: argparse.Namespace) -> int:
-    with _open_runtime(args) as runtime:
+    with _open_runtime(args) as runtime, runtime.claim(runtime.store.find_session(args.session).id):
         model = args.sub_model or args.model
         progress = None
         if not args.json:
@@ -369,7 +404,7 @@ def _cmd_compact(args: argparse.Namespace) -> int:
 
 
 def _cmd_inspect(args: argparse.Namespace) -> int:
-    with _open_runtime(args) as runtime:
+    with _open_runtime(args, read_only=True) as runtime:
         report = runtime.inspect(args.session)
     if args.json:
         _print_json(report.to_json())
@@ -446,14 +481,23 @@ def format_inspect(report: dict) -> str:
 
 
 def _cmd_verify(args: argparse.Namespace) -> int:
-    with _open_runtime(args) as runtime:
+    # Without --repair nothing is written: the database is opened read-only (it works on a
+    # read-only mount, and never waits for a writer).
+    with _open_runtime(args, read_only=not args.repair) as runtime:
         report = runtime.verify(args.session)
-    say("\n".join(report.lines()))
+        say("\n".join(report.lines()))
+        if not args.repair or report.ok:
+            return EXIT_OK if report.ok else EXIT_FAILED
+        actions = runtime.repair(args.session, progress=index_progress)
+        lines = [f"repaired: {action}" for action in actions] or ["repaired: nothing the store can repair"]
+        say("\n".join(lines))
+        report = runtime.verify(args.session)
+        say("\n".join(report.lines()))
     return EXIT_OK if report.ok else EXIT_FAILED
 
 
 def _cmd_search(args: argparse.Namespace) -> int:
-    with _open_runtime(args) as runtime:
+    with _open_runtime(args, read_only=True) as runtime:
         hits = runtime.search(args.session, args.query, limit=args.limit)
     if args.json:
         _print_json({"hits": [hit.to_json() for hit in hits]})
@@ -472,7 +516,7 @@ def _cmd_search(args: argparse.Namespace) -> int:
 
 
 def _cmd_rewind(args: argparse.Namespace) -> int:
-    with _open_runtime(args) as runtime:
+    with _open_runtime(args) as runtime, runtime.claim(runtime.store.find_session(args.session).id):
         seq = runtime.rewind(args.session, args.seq)
     say(f"rewound to seq {args.seq} (rewind event {seq}); later events stay in canonical history")
     return EXIT_OK
@@ -498,8 +542,25 @@ def _cmd_tui(args: argparse.Namespace) -> int:
     return run_app(database=args.db, model=args.model, session=args.session)
 
 
+def _check_arguments(argv: Sequence[str]) -> None:
+    """Refuse arguments that are not valid UTF-8 before anything runs: Python keeps undecodable
+    bytes as lone surrogates, which SQLite and the terminal cannot take (a prompt would be stored,
+    then fail; an id would print `utf-8`)."""
+    for number, argument in enumerate(argv, 1):
+        try:
+            argument.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            byte = argument.encode("utf-8", "surrogateescape")[exc.start : exc.start + 1] or b"?"
+            raise UsageError(
+                f"argument {number} is not valid UTF-8 (byte {byte[0]:#04x} at position {exc.start}); "
+                "pass text in UTF-8, or a prompt on stdin with `-`"
+            ) from None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     try:
+        argv = sys.argv[1:] if argv is None else list(argv)
+        _check_arguments(argv)
         args = build_parser().parse_args(argv)
         handler = {
             "run": _cmd_run,
@@ -526,3 +587,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_OK
     except KeyboardInterrupt:
         return 130
+    except Exception as exc:
+        # An SQLite fault under a valid command (damaged pages, a full disk, a lock held too long,
+        # a counter out of step) is one line and exit 1, like every other failure; anything else
+        # is a bug and shows as one.
+        from foya_tui.runtime.store import database_fault
+
+        fault = database_fault(exc)
+        if fault is None:
+            raise
+        say(f"foya: {fault.message}", err=True)
+        return fault.exit_code
