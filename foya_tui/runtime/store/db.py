@@ -3,6 +3,7 @@ for commands that only read) and the one translation of SQLite faults into one-l
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import threading
 from dataclasses import dataclass
@@ -154,16 +155,23 @@ def _open_failure(path: Path, exc: BaseException) -> FoyaError:
     return StoreError(f"cannot open database {path}: {exc}")
 
 
-def _open_read_only(path: Path) -> Database:
-    # `mode=ro`: no write lock is ever taken, so a long import never blocks a read-only command,
-    # and a database on a read-only directory or mount can still be read. WAL readers need the
-    # -shm file; SQLite reads without it when the directory cannot be written (3.22+).
-    connection = _TrackedSqliteDatabase(
-        f"{path.resolve().as_uri()}?mode=ro",
+def _read_only_connection(path: Path, immutable: bool) -> _TrackedSqliteDatabase:
+    query = "mode=ro&immutable=1" if immutable else "mode=ro"
+    return _TrackedSqliteDatabase(
+        f"{path.resolve().as_uri()}?{query}",
         uri=True,
         pragmas={"foreign_keys": 1, "busy_timeout": PRAGMAS["busy_timeout"]},
         check_same_thread=False,
     )
+
+
+def _open_read_only(path: Path) -> Database:
+    # `mode=ro`: no write lock is ever taken, so a long import never blocks a read-only command.
+    # A WAL database needs its -shm file, which a reader creates when the directory is writable;
+    # on a read-only directory or mount it cannot, and nothing else can write there either, so
+    # the file is opened as immutable (SQLite then reads it without any locking).
+    immutable = not os.access(path.parent, os.W_OK)
+    connection = _read_only_connection(path, immutable)
     tables = define_tables(connection)
     try:
         connection.connect(reuse_if_open=True)
