@@ -22,12 +22,17 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
+
+from foya_tui.runtime.store.events import IMPORT_BATCH_EVENTS
 
 IMPORTER = """
 import sys
 from pathlib import Path
+
+from foya_tui.runtime.store.events import IMPORT_BATCH_EVENTS
 from foya_tui.runtime.store import EventStore, open_database
 from foya_tui.runtime.transcripts import parse_transcript
 database = open_database(Path(sys.argv[1]))
@@ -100,7 +105,7 @@ def probe_waits(db: Path, importer: subprocess.Popen[bytes], limit: int) -> tupl
             failures += 1  # `database is locked` after the 5 s busy timeout
         finally:
             raw.close()
-        time.sleep(0.02)
+        time.sleep(0.05)
     return waits, failures
 
 
@@ -110,35 +115,68 @@ def measure(mode: str, batch: int, messages: int, probes: int) -> dict[str, obje
         db = home / "foya.sqlite3"
         transcript = home / "big.jsonl"
         write_transcript(transcript, messages)
-        subprocess.run([sys.executable, "-m", "foya_tui", "sessions"], env=env(home), check=True,
-                       capture_output=True)  # fmt: skip
+        subprocess.run(
+            [sys.executable, "-m", "foya_tui", "sessions"], env=env(home), check=True, capture_output=True
+        )
         idle, _ = run_and_time_first_commit(home, db, "idle baseline")
+        baseline = events(db)
         if mode == "cli":
             command = [sys.executable, "-m", "foya_tui", "import", str(transcript)]
         else:
             command = [sys.executable, "-c", IMPORTER, str(db), str(transcript), str(batch)]
         started = time.perf_counter()
-        importer = subprocess.Popen(command, env=env(home), cwd=home, stdout=subprocess.DEVNULL,
-                                    stderr=subprocess.DEVNULL)  # fmt: skip
-        # The import parses the file first; the lock question starts with its first write.
-        while importer.poll() is None and events(db) <= 2:
+        importer = subprocess.Popen(
+            command, env=env(home), cwd=home, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
+        finished: list[float] = []
+        watcher = threading.Thread(
+            target=lambda: (importer.wait(), finished.append(time.perf_counter() - started)), daemon=True
+        )
+        watcher.start()
+        # The import parses the file first; the lock question starts with its first write (in one
+        # transaction nothing is visible until the end, so then it starts with the write lock).
+        while importer.poll() is None and events(db) <= baseline and not _write_locked(db):
             time.sleep(0.005)
+        first_write = time.perf_counter() - started
+        probe_result: list[tuple[list[float], int]] = []
+        prober = threading.Thread(
+            target=lambda: probe_result.append(probe_waits(db, importer, probes)), daemon=True
+        )
+        prober.start()
         busy, code = run_and_time_first_commit(home, db, "during the import")
-        waits, failures = probe_waits(db, importer, probes)
-        importer.wait()
+        prober.join()
+        watcher.join()
+        waits, failures = probe_result[0]
         return {
             "mode": mode,
             "batch": batch,
-            "import_seconds": round(time.perf_counter() - started, 2),
+            "messages": messages,
+            "import_first_write_s": round(first_write, 2),
+            "import_seconds": round(finished[0], 2),
             "run_first_commit_idle_s": round(idle, 3),
             "run_first_commit_during_import_s": round(busy, 3),
-            "run_wait_s": round(busy - idle, 3),
+            "run_first_commit_extra_wait_s": round(busy - idle, 3),
             "run_exit": code,
             "probe_count": len(waits),
-            "probe_wait_median_ms": round(statistics.median(waits) * 1000, 1) if waits else None,
-            "probe_wait_max_ms": round(max(waits) * 1000, 1) if waits else None,
-            "probe_locked_out": failures,
+            "probe_lock_wait_median_ms": round(statistics.median(waits) * 1000, 1) if waits else None,
+            "probe_lock_wait_p95_ms": round(sorted(waits)[int(len(waits) * 0.95)] * 1000, 1)
+            if waits
+            else None,
+            "probe_lock_wait_max_ms": round(max(waits) * 1000, 1) if waits else None,
+            "probe_locked_out_after_5s": failures,
         }
+
+
+def _write_locked(db: Path) -> bool:
+    raw = sqlite3.connect(db, timeout=0, isolation_level=None)
+    try:
+        raw.execute("BEGIN IMMEDIATE")
+        raw.execute("ROLLBACK")
+        return False
+    except sqlite3.OperationalError:
+        return True
+    finally:
+        raw.close()
 
 
 def main() -> None:
@@ -146,7 +184,7 @@ def main() -> None:
     parser.add_argument("--events", type=int, default=100_000)
     parser.add_argument("--probes", type=int, default=200)
     args = parser.parse_args()
-    print(json.dumps(measure("cli", 2_000, args.events, args.probes)))
+    print(json.dumps(measure("cli", IMPORT_BATCH_EVENTS, args.events, args.probes)))
     print(json.dumps(measure("one-transaction", args.events, args.events, args.probes)))
 
 

@@ -75,7 +75,7 @@ def decode_event(session_id: str, seq: int, kind: str, payload: str, created_at:
     return Event(session_id=session_id, seq=seq, kind=event_kind, payload=decoded, created_at=created_at)
 
 
-IMPORT_BATCH_EVENTS = 2_000
+IMPORT_BATCH_EVENTS = 500
 """Events per transaction of a large import: a concurrent writer waits at most one batch."""
 
 _SESSION_COLUMNS = (
