@@ -211,55 +211,72 @@ def damage_cases(rng: random.Random, count: int) -> list[tuple[str, list[str] | 
     return cases
 
 
-def damage_phase(home: Path, count: int, rng: random.Random) -> dict[str, object]:
-    source = home / "foya.sqlite3"
+def damage_case(home: Path, session: str, index: int, case: tuple[str, list[str] | str, bool],
+                seed: float) -> tuple[int, int, int, bool | None, list[str]]:  # fmt: skip
+    """Damage one copy and run every command on it: (commands, failures, one-line failures,
+    verify clean after repair (None: not repairable), what was not one line)."""
+    name, damage, repairable = case
+    rng = random.Random(seed)
+    copy = home / f"damaged-{index}.sqlite3"
+    raw, target = sqlite3.connect(home / "foya.sqlite3"), sqlite3.connect(copy)
+    raw.backup(target)
+    raw.close()
+    if damage == "pages":
+        pages = target.execute("PRAGMA page_count").fetchone()[0]
+        size = target.execute("PRAGMA page_size").fetchone()[0]
+        target.close()
+        with copy.open("r+b") as handle:
+            for _ in range(rng.randint(1, 8)):
+                page = rng.randrange(1, pages)
+                offset = rng.randrange(0, size - 64)
+                handle.seek(page * size + offset)
+                handle.write(rng.randbytes(rng.randint(16, size - offset)))
+    else:
+        for statement in damage:
+            target.execute(statement)
+        target.commit()
+        target.close()
+    commands = failures = one_liners = 0
+    bad: list[str] = []
+    argvs = (
+        ("run", "--session", session, f"after damage {index}"),
+        ("sessions",),
+        ("search", session, "soak"),
+        ("export", session),
+        ("verify", session),
+        ("verify", "--repair", session),
+    )
+    for argv in argvs:
+        result = foya(home, *argv, db=copy)
+        commands += 1
+        if result.returncode != 0:
+            failures += 1
+            # verify's report is on stdout (several lines by design); its stderr must be clean.
+            if one_line(result) or (argv[0] == "verify" and not result.stderr.strip()):
+                one_liners += 1
+            else:
+                bad.append(f"{name}: {' '.join(argv[:2])}: {result.stderr.strip()[-300:]}")
+    clean = foya(home, "verify", session, db=copy).returncode == 0 if repairable else None
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{copy}{suffix}").unlink(missing_ok=True)
+    return commands, failures, one_liners, clean, bad
+
+
+def damage_phase(home: Path, count: int, rng: random.Random, workers: int) -> dict[str, object]:
     session = json.loads(foya(home, "sessions", "--json").stdout)["sessions"][0]["id"]
     cases = damage_cases(rng, count)
-    failures = one_liners = commands = repaired_clean = repair_expected = 0
-    bad: list[str] = []
-    for index, (name, damage, repairable) in enumerate(cases):
-        copy = home / f"damaged-{index}.sqlite3"
-        raw, target = sqlite3.connect(source), sqlite3.connect(copy)
-        raw.backup(target)
-        raw.close()
-        if damage == "pages":
-            pages = target.execute("PRAGMA page_count").fetchone()[0]
-            size = target.execute("PRAGMA page_size").fetchone()[0]
-            target.close()
-            with copy.open("r+b") as handle:
-                for _ in range(rng.randint(1, 8)):
-                    page = rng.randrange(1, pages)
-                    offset = rng.randrange(0, size - 64)
-                    handle.seek(page * size + offset)
-                    handle.write(rng.randbytes(rng.randint(16, size - offset)))
-        else:
-            for statement in damage:
-                target.execute(statement)
-            target.commit()
-            target.close()
-        for argv in (
-            ("run", "--session", session, f"after damage {index}"),
-            ("sessions",),
-            ("search", session, "soak"),
-            ("export", session),
-            ("verify", session),
-            ("verify", "--repair", session),
-        ):
-            result = foya(home, *argv, db=copy)
-            commands += 1
-            if result.returncode != 0:
-                failures += 1
-                if one_line(result) or (argv[0] == "verify" and "Traceback" not in result.stderr):
-                    # verify's report is on stdout, several lines by design; stderr must be clean.
-                    one_liners += 1
-                else:
-                    bad.append(f"{name}: {' '.join(argv[:2])}: {result.stderr.strip()[-200:]}")
-        if repairable:
-            repair_expected += 1
-            repaired_clean += foya(home, "verify", session, db=copy).returncode == 0
-        copy.unlink(missing_ok=True)
-        for suffix in ("-wal", "-shm"):
-            Path(f"{copy}{suffix}").unlink(missing_ok=True)
+    seeds = [rng.random() for _ in cases]
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        results = list(
+            pool.map(
+                lambda item: damage_case(home, session, item[0], item[1], seeds[item[0]]), enumerate(cases)
+            )
+        )
+    commands = sum(r[0] for r in results)
+    failures = sum(r[1] for r in results)
+    one_liners = sum(r[2] for r in results)
+    repairable = [r[3] for r in results if r[3] is not None]
+    bad = [line for r in results for line in r[4]]
     return {
         "phase": "damage",
         "cases": len(cases),
@@ -267,8 +284,8 @@ def damage_phase(home: Path, count: int, rng: random.Random) -> dict[str, object
         "failures": failures,
         "one_line_failures": one_liners,
         "one_line_error_rate": round(one_liners / failures, 4) if failures else 1.0,
-        "repairable": repair_expected,
-        "verify_clean_after_repair": repaired_clean,
+        "repairable": len(repairable),
+        "verify_clean_after_repair": sum(bool(clean) for clean in repairable),
         "not_one_line": bad[:10],
     }
 
@@ -286,7 +303,7 @@ def main() -> None:
         started = time.perf_counter()
         crashes = crash_phase(home, args.kills, args.workers, rng)
         print(json.dumps(crashes), flush=True)
-        damage = damage_phase(home, args.corruptions, rng)
+        damage = damage_phase(home, args.corruptions, rng, args.workers)
         print(json.dumps(damage), flush=True)
         summary = {
             "kills": crashes["kills"],
