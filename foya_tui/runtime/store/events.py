@@ -7,6 +7,7 @@ query building would cost more than SQLite's own work (see `tests/bench/bench_st
 from __future__ import annotations
 
 import json
+import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
@@ -16,7 +17,7 @@ from foya_tui.errors import InputError
 from foya_tui.runtime.model import Event, EventKind, NewArtifact, NewEvent, SessionInfo
 from foya_tui.runtime.store.artifacts import insert_artifacts, read_artifact
 from foya_tui.runtime.store.db import Database
-from foya_tui.runtime.store.search import SearchHit, index_events_guarded, search
+from foya_tui.runtime.store.search import BATCH_PAUSE_SECONDS, SearchHit, index_events_guarded, search
 
 Clock = Callable[[], datetime]
 
@@ -75,8 +76,9 @@ def decode_event(session_id: str, seq: int, kind: str, payload: str, created_at:
     return Event(session_id=session_id, seq=seq, kind=event_kind, payload=decoded, created_at=created_at)
 
 
-IMPORT_BATCH_EVENTS = 500
+IMPORT_BATCH_EVENTS = 1_000
 """Events per transaction of a large import: a concurrent writer waits at most one batch."""
+
 
 _SESSION_COLUMNS = (
     "s.id, s.title, s.created_at, s.updated_at, s.workspace, s.metadata, "
@@ -174,6 +176,8 @@ class EventStore:
             written += len(batch)
             if progress is not None:
                 progress(written, len(events))
+            if not last:
+                time.sleep(BATCH_PAUSE_SECONDS)
         return self.get_session(session_id)
 
     def _session_from_row(self, row: Sequence[Any]) -> SessionInfo:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import re
 import sqlite3
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -132,6 +133,11 @@ def create_index(database: peewee.Database) -> None:
 _INSERT = "INSERT INTO event_fts (rowid, body, session_id, seq, kind, role) VALUES (?, ?, ?, ?, ?, ?)"
 FLUSH_ROWS = 2_000
 """Rows held in memory before they are written, when a whole database is indexed."""
+BATCH_PAUSE_SECONDS = 0.1
+"""Pause after each committed batch of a long write (an import, an index rebuild). A waiting
+writer's busy handler polls the lock at growing intervals of up to 100 ms; a batch that began again
+at once after its commit would win every race and starve it (tests/bench/bench_locking.py measured
+a 3 s wait without the pause)."""
 
 
 def _unindex_rewound(database: peewee.Database, session_id: str, to_seq: int, rewind_seq: int) -> None:
@@ -276,6 +282,7 @@ def rebuild_index(
             with database.atomic():
                 database.cursor().executemany(_INSERT, rows[start : start + batch_rows])
             written += len(rows[start : start + batch_rows])
+            time.sleep(BATCH_PAUSE_SECONDS)
             if progress is not None:
                 progress(min(written, total), total)
     with database.atomic():
