@@ -115,14 +115,19 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _open_runtime(args: argparse.Namespace, *, read_only: bool = False):
+def _open_runtime(args: argparse.Namespace, *, read_only: bool | None = False):
     """The runtime of a command; `read_only` for commands that only read (they open the database
-    without its write lock: a running import or turn never blocks them, nor they it)."""
+    without its write lock: a running import or turn never blocks them, nor they it). None: for
+    commands that read and may rebuild a damaged checkpoint row (SPEC P-3: `context`, `export
+    --projection`): read-write where the database's directory can be written, else read-only
+    (the rebuilt row is then used without being stored)."""
     from foya_tui.paths import resolve_paths
     from foya_tui.runtime.runtime import Runtime
     from foya_tui.settings import load_settings
 
     paths = resolve_paths(database=args.db)
+    if read_only is None:
+        read_only = paths.database.is_file() and not os.access(paths.database.parent, os.W_OK)
     settings = load_settings(paths.config_file)
     return Runtime(
         settings,
@@ -308,7 +313,7 @@ def _cmd_import(args: argparse.Namespace) -> int:
 
 
 def _cmd_export(args: argparse.Namespace) -> int:
-    with _open_runtime(args, read_only=True) as runtime:
+    with _open_runtime(args, read_only=None if args.projection else True) as runtime:
         model = args.sub_model or args.model
         route = runtime.route_for(model) if model else None
         for record in runtime.export(args.session, projection=args.projection, route=route):
@@ -317,7 +322,7 @@ def _cmd_export(args: argparse.Namespace) -> int:
 
 
 def _cmd_context(args: argparse.Namespace) -> int:
-    with _open_runtime(args, read_only=True) as runtime:
+    with _open_runtime(args, read_only=None) as runtime:
         model = args.sub_model or args.model
         report = runtime.context(args.session, runtime.route_for(model) if model else None).report()
     if args.json:

@@ -185,6 +185,15 @@ def _open_read_only(path: Path) -> Database:
     return Database(path=path, connection=connection, tables=tables, read_only=True)
 
 
+def _stored_version(connection: peewee.SqliteDatabase) -> int | None:
+    """The schema version read without a transaction; None when there is no version table yet."""
+    try:
+        row = connection.execute_sql("SELECT MAX(version) FROM schema_version").fetchone()
+    except peewee.OperationalError:
+        return None
+    return int(row[0] or 0)
+
+
 def open_database(
     path: Path | str, progress: ProgressCallback | None = None, *, read_only: bool = False
 ) -> Database:
@@ -204,6 +213,10 @@ def open_database(
     tables = define_tables(connection)
     try:
         connection.connect(reuse_if_open=True)
+        # A current schema is seen without a transaction: opening never takes the write lock
+        # then, so a command waits for another process's write only when it writes itself.
+        if _stored_version(connection) == SCHEMA_VERSION:
+            return Database(path=path, connection=connection, tables=tables)
         with connection.atomic():
             version = _current_version(connection, tables)
             if version > SCHEMA_VERSION:
