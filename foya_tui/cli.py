@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -16,6 +17,7 @@ from typing import TYPE_CHECKING, NoReturn
 
 from foya_tui import __version__
 from foya_tui.errors import EXIT_FAILED, EXIT_OK, FoyaError, InputError
+from foya_tui.runtime.text import split_escape_tail, terminal_safe
 from foya_tui.settings import APPROVAL_MODES
 
 if TYPE_CHECKING:
@@ -91,6 +93,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     verify = commands.add_parser("verify", help="re-validate a session's store and checkpoints")
     verify.add_argument("session", metavar="SESSION")
+    verify.add_argument(
+        "--repair",
+        action="store_true",
+        help="rebuild a damaged search index, recreate missing triggers (events are never touched)",
+    )
 
     search = commands.add_parser("search", help="search a session's whole valid history")
     search.add_argument("session", metavar="SESSION")
@@ -111,25 +118,100 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _open_runtime(args: argparse.Namespace):
+def _open_runtime(args: argparse.Namespace, *, read_only: bool | None = False):
+    """The runtime of a command; `read_only` for commands that only read (they open the database
+    without its write lock: a running import or turn never blocks them, nor they it). None: for
+    commands that read and may rebuild a damaged checkpoint row (SPEC P-3: `context`, `export
+    --projection`): read-write where the database's directory can be written, else read-only
+    (the rebuilt row is then used without being stored)."""
     from foya_tui.paths import resolve_paths
     from foya_tui.progress import index_progress
     from foya_tui.runtime.runtime import Runtime
     from foya_tui.settings import load_settings
 
     paths = resolve_paths(database=args.db)
+    if read_only is None:
+        read_only = paths.database.is_file() and not os.access(paths.database.parent, os.W_OK)
     settings = load_settings(paths.config_file)
     return Runtime(
-        settings, paths, approval_mode=getattr(args, "approval", None), migration_progress=index_progress
+        settings,
+        paths,
+        approval_mode=getattr(args, "approval", None),
+        migration_progress=index_progress,
+        read_only=read_only,
     )
 
 
+def import_progress(done: int, total: int) -> None:
+    """Progress of a large import, batch by batch, on stderr."""
+    say(f"foya: importing: {done:,} of {total:,} messages", err=True)
+
+
+# json.dumps escapes U+0000..U+001F but writes DEL, the C1 controls (U+009B is an 8-bit CSI some
+# terminals obey), bidi overrides, line separators and lone surrogates raw (a lone surrogate cannot
+# even be written as UTF-8). Outside strings JSON is ASCII, so escaping these keeps the value and
+# makes the bytes terminal-safe.
+_JSON_UNSAFE = re.compile(r"[\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
+
+
 def _print_json(value: object) -> None:
-    sys.stdout.write(json.dumps(value, ensure_ascii=False) + "\n")
+    text = json.dumps(value, ensure_ascii=False)
+    sys.stdout.write(_JSON_UNSAFE.sub(lambda found: f"\\u{ord(found.group()):04x}", text) + "\n")
     sys.stdout.flush()
 
 
+def say(*parts: object, sep: str = " ", end: str = "\n", err: bool = False) -> None:
+    """Print plain output (stdout, or stderr with `err`): every character passes `terminal_safe`,
+    so model text, tool names and arguments, titles and snippets cannot command the terminal.
+    Everything the CLI prints outside `--json` goes through here."""
+    stream = sys.stderr if err else sys.stdout
+    stream.write(terminal_safe(sep.join(str(part) for part in parts) + end))
+    stream.flush()
+
+
+class _SafeStream:
+    """Streamed reply text for the terminal: a sequence split across two deltas is held back until
+    it can be removed whole (the TUI's stream does the same)."""
+
+    def __init__(self) -> None:
+        self._held = ""
+
+    def write(self, fragment: str) -> None:
+        ready, self._held = split_escape_tail(self._held + fragment)
+        if ready:
+            say(ready, end="")
+
+    def finish(self) -> None:
+        if self._held:
+            say(self._held, end="")
+            self._held = ""
+
+
 def _cmd_run(args: argparse.Namespace) -> int:
+    prompt = _read_stdin_text("the prompt") if args.prompt == "-" else args.prompt
+    if not prompt.strip():
+        raise UsageError("the prompt is empty")
+    with _open_runtime(args) as runtime:
+        route = runtime.route_for(args.run_model or args.model)
+        session = (
+            runtime.open_session(args.run_session, route) if args.run_session else runtime.new_session(route)
+        )
+        with runtime.claim(session.id):
+            return _run_turn(args, session, prompt)
+
+
+def _read_stdin_text(what: str) -> str:
+    data = sys.stdin.buffer.read()
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        byte = data[exc.start]
+        raise UsageError(f"{what} on stdin is not valid UTF-8 (byte {byte:#04x} at {exc.start})") from None
+
+
+def _run_turn(args: argparse.Namespace, session, prompt: str) -> int:
+    """Send one prompt and print its updates (the caller holds the session's lease)."""
+    from foya_tui.cli_json import update_json
     from foya_tui.runtime.updates import (
         CompactionFinished,
         CompactionProgressed,
@@ -143,57 +225,49 @@ def _cmd_run(args: argparse.Namespace) -> int:
         TurnFinished,
     )
 
-    prompt = sys.stdin.read() if args.prompt == "-" else args.prompt
-    if not prompt.strip():
-        raise UsageError("the prompt is empty")
-    with _open_runtime(args) as runtime:
-        route = runtime.route_for(args.run_model or args.model)
-        session = (
-            runtime.open_session(args.run_session, route) if args.run_session else runtime.new_session(route)
-        )
-        from foya_tui.cli_json import update_json
-
-        status = EXIT_FAILED
-        for update in session.send(prompt):
-            if args.json:
-                _print_json(update_json(update))
-            elif isinstance(update, ReplyDelta):
-                sys.stdout.write(update.text)
-                sys.stdout.flush()
-            elif isinstance(update, ToolCallStarted):
-                print(f"foya: ▸ {update.name} {update.arguments}", file=sys.stderr)
-            elif isinstance(update, ToolCallFinished):
-                mark = "✗" if update.is_error else "✓"
-                print(f"foya:   {mark} {update.name}: {len(update.content):,} characters", file=sys.stderr)
-            elif isinstance(update, RetryScheduled):
-                print(f"foya: {update.reason}; retrying in {update.delay_seconds:.1f} s", file=sys.stderr)
-            elif isinstance(update, TurnFinished):
-                sys.stdout.write("\n")
-                if update.notice:
-                    print(f"foya: {update.notice}", file=sys.stderr)
-            elif isinstance(update, TurnFailed):
-                print(f"foya: {update.reason}", file=sys.stderr)
-            elif isinstance(update, CompactionProgressed):
-                detail = f" {update.detail}" if update.detail else ""
-                print(f"foya: compaction ({update.trigger}): {update.stage}{detail}…", file=sys.stderr)
-            elif isinstance(update, CompactionFinished):
-                report = update.report
-                print(f"foya: compaction {report['outcome']}: {report['reason']}", file=sys.stderr)
-            elif isinstance(update, ContextSnipped):
-                print(
-                    f"foya: {update.mode}: {update.results} old tool result(s) left the model's view "
-                    f"(−{update.tokens_saved:,} tokens; history keeps them)",
-                    file=sys.stderr,
-                )
-            elif isinstance(update, HandoffRecorded):
-                print("foya: handoff band: the model was asked to record where it stands", file=sys.stderr)
-            if isinstance(update, TurnFinished):
-                status = EXIT_OK
-        return status
+    status = EXIT_FAILED
+    reply = _SafeStream()
+    for update in session.send(prompt):
+        if not isinstance(update, ReplyDelta):
+            reply.finish()
+        if args.json:
+            _print_json(update_json(update))
+        elif isinstance(update, ReplyDelta):
+            reply.write(update.text)
+        elif isinstance(update, ToolCallStarted):
+            say(f"foya: ▸ {update.name} {update.arguments}", err=True)
+        elif isinstance(update, ToolCallFinished):
+            mark = "✗" if update.is_error else "✓"
+            say(f"foya:   {mark} {update.name}: {len(update.content):,} characters", err=True)
+        elif isinstance(update, RetryScheduled):
+            say(f"foya: {update.reason}; retrying in {update.delay_seconds:.1f} s", err=True)
+        elif isinstance(update, TurnFinished):
+            say("")
+            if update.notice:
+                say(f"foya: {update.notice}", err=True)
+        elif isinstance(update, TurnFailed):
+            say(f"foya: {update.reason}", err=True)
+        elif isinstance(update, CompactionProgressed):
+            detail = f" {update.detail}" if update.detail else ""
+            say(f"foya: compaction ({update.trigger}): {update.stage}{detail}…", err=True)
+        elif isinstance(update, CompactionFinished):
+            report = update.report
+            say(f"foya: compaction {report['outcome']}: {report['reason']}", err=True)
+        elif isinstance(update, ContextSnipped):
+            say(
+                f"foya: {update.mode}: {update.results} old tool result(s) left the model's view "
+                f"(−{update.tokens_saved:,} tokens; history keeps them)",
+                err=True,
+            )
+        elif isinstance(update, HandoffRecorded):
+            say("foya: handoff band: the model was asked to record where it stands", err=True)
+        if isinstance(update, TurnFinished):
+            status = EXIT_OK
+    return status
 
 
 def _cmd_sessions(args: argparse.Namespace) -> int:
-    with _open_runtime(args) as runtime:
+    with _open_runtime(args, read_only=True) as runtime:
         sessions = runtime.list_sessions()
     if args.json:
         _print_json(
@@ -206,31 +280,35 @@ def _cmd_sessions(args: argparse.Namespace) -> int:
         )
         return EXIT_OK
     if not sessions:
-        print('no sessions yet: run `foya` or `foya run "hello"`')
+        say('no sessions yet: run `foya` or `foya run "hello"`')
         return EXIT_OK
     for s in sessions:
-        print(f"{s.short_id}  {s.updated_at[:19].replace('T', ' ')}  {s.event_count:>6} events  {s.title}")
+        say(f"{s.short_id}  {s.updated_at[:19].replace('T', ' ')}  {s.event_count:>6} events  {s.title}")
     return EXIT_OK
 
 
 def _cmd_import(args: argparse.Namespace) -> int:
-    if args.file == "-":
-        data, source = sys.stdin.buffer.read(), "stdin"
-    else:
-        path = Path(args.file)
-        try:
-            data = path.read_bytes()
-        except OSError as exc:
-            raise UsageError(f"cannot read {args.file}: {exc.strerror or exc}") from None
-        source = path.name
+    from foya_tui.runtime.transcripts import read_transcript
+
     with _open_runtime(args) as runtime:
-        info = runtime.import_transcript(data, source)
-    print(info.id)
+        limit = runtime.settings.import_max_bytes
+        if args.file == "-":
+            data, source = read_transcript(sys.stdin.buffer, limit), "stdin"
+        else:
+            path = Path(args.file)
+            try:
+                with path.open("rb") as stream:
+                    data = read_transcript(stream, limit)
+            except OSError as exc:
+                raise UsageError(f"cannot read {args.file}: {exc.strerror or exc}") from None
+            source = path.name
+        info = runtime.import_transcript(data, source, progress=import_progress)
+    say(info.id)
     return EXIT_OK
 
 
 def _cmd_export(args: argparse.Namespace) -> int:
-    with _open_runtime(args) as runtime:
+    with _open_runtime(args, read_only=None if args.projection else True) as runtime:
         model = args.sub_model or args.model
         route = runtime.route_for(model) if model else None
         for record in runtime.export(args.session, projection=args.projection, route=route):
@@ -239,7 +317,7 @@ def _cmd_export(args: argparse.Namespace) -> int:
 
 
 def _cmd_context(args: argparse.Namespace) -> int:
-    with _open_runtime(args) as runtime:
+    with _open_runtime(args, read_only=None) as runtime:
         model = args.sub_model or args.model
         report = runtime.context(args.session, runtime.route_for(model) if model else None).report()
     if args.json:
@@ -247,7 +325,7 @@ def _cmd_context(args: argparse.Namespace) -> int:
 
         _print_json(json_of(report))
         return EXIT_OK
-    print(format_context(report))
+    say(format_context(report))
     return EXIT_OK
 
 
@@ -304,12 +382,12 @@ def format_context(report: ContextReport) -> str:
 
 
 def _cmd_compact(args: argparse.Namespace) -> int:
-    with _open_runtime(args) as runtime:
+    with _open_runtime(args) as runtime, runtime.claim(runtime.store.find_session(args.session).id):
         model = args.sub_model or args.model
         progress = None
         if not args.json:
-            progress = lambda stage, detail: print(  # noqa: E731 - one line, only here
-                f"foya: {stage}{' ' + detail if detail else ''}…", file=sys.stderr
+            progress = lambda stage, detail: say(  # noqa: E731 - one line, only here
+                f"foya: {stage}{' ' + detail if detail else ''}…", err=True
             )
         result = runtime.compact(
             args.session,
@@ -323,17 +401,17 @@ def _cmd_compact(args: argparse.Namespace) -> int:
     else:
         after = f" → {result.tokens_after:,}" if result.tokens_after is not None else ""
         checkpoint = f" · checkpoint {result.checkpoint.id[:12]}" if result.checkpoint is not None else ""
-        print(f"{result.outcome}: {result.tokens_before:,}{after} tokens{checkpoint} · {result.reason}")
+        say(f"{result.outcome}: {result.tokens_before:,}{after} tokens{checkpoint} · {result.reason}")
     return EXIT_OK if report["outcome"] in ("accepted", "nothing_to_compact") else EXIT_FAILED
 
 
 def _cmd_inspect(args: argparse.Namespace) -> int:
-    with _open_runtime(args) as runtime:
+    with _open_runtime(args, read_only=True) as runtime:
         report = runtime.inspect(args.session)
     if args.json:
         _print_json(report.to_json())
         return EXIT_OK
-    print(format_inspect(report.to_json()))
+    say(format_inspect(report.to_json()))
     return EXIT_OK
 
 
@@ -405,20 +483,31 @@ def format_inspect(report: dict) -> str:
 
 
 def _cmd_verify(args: argparse.Namespace) -> int:
-    with _open_runtime(args) as runtime:
+    # Without --repair nothing is written: the database is opened read-only (it works on a
+    # read-only mount, and never waits for a writer).
+    with _open_runtime(args, read_only=not args.repair) as runtime:
         report = runtime.verify(args.session)
-    print("\n".join(report.lines()))
+        say("\n".join(report.lines()))
+        if not args.repair or report.ok:
+            return EXIT_OK if report.ok else EXIT_FAILED
+        from foya_tui.progress import index_progress
+
+        actions = runtime.repair(args.session, progress=index_progress)
+        lines = [f"repaired: {action}" for action in actions] or ["repaired: nothing the store can repair"]
+        say("\n".join(lines))
+        report = runtime.verify(args.session)
+        say("\n".join(report.lines()))
     return EXIT_OK if report.ok else EXIT_FAILED
 
 
 def _cmd_search(args: argparse.Namespace) -> int:
-    with _open_runtime(args) as runtime:
+    with _open_runtime(args, read_only=True) as runtime:
         hits = runtime.search(args.session, args.query, limit=args.limit)
     if args.json:
         _print_json({"hits": [hit.to_json() for hit in hits]})
         return EXIT_OK
     if not hits:
-        print(f"no events match {args.query!r}")
+        say(f"no events match {args.query!r}")
     for hit in hits:
         covered = hit.covered_by
         where = (
@@ -426,14 +515,14 @@ def _cmd_search(args: argparse.Namespace) -> int:
             if covered
             else ""
         )
-        print(f"seq {hit.seq:>6}  {hit.role or hit.kind:<9} {hit.snippet}{where}")
+        say(f"seq {hit.seq:>6}  {hit.role or hit.kind:<9} {hit.snippet}{where}")
     return EXIT_OK
 
 
 def _cmd_rewind(args: argparse.Namespace) -> int:
-    with _open_runtime(args) as runtime:
+    with _open_runtime(args) as runtime, runtime.claim(runtime.store.find_session(args.session).id):
         seq = runtime.rewind(args.session, args.seq)
-    print(f"rewound to seq {args.seq} (rewind event {seq}); later events stay in canonical history")
+    say(f"rewound to seq {args.seq} (rewind event {seq}); later events stay in canonical history")
     return EXIT_OK
 
 
@@ -446,7 +535,7 @@ def _cmd_fork(args: argparse.Namespace) -> int:
             {"session": info.id, "from": forked.source_id, "at": forked.at_seq, "messages": info.event_count}
         )
     else:
-        print(info.id)
+        say(info.id)
     return EXIT_OK
 
 
@@ -456,8 +545,25 @@ def _cmd_tui(args: argparse.Namespace) -> int:
     return run_app(database=args.db, model=args.model, session=args.session)
 
 
+def _check_arguments(argv: Sequence[str]) -> None:
+    """Refuse arguments that are not valid UTF-8 before anything runs: Python keeps undecodable
+    bytes as lone surrogates, which SQLite and the terminal cannot take (a prompt would be stored,
+    then fail; an id would print `utf-8`)."""
+    for number, argument in enumerate(argv, 1):
+        try:
+            argument.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            byte = argument.encode("utf-8", "surrogateescape")[exc.start : exc.start + 1] or b"?"
+            raise UsageError(
+                f"argument {number} is not valid UTF-8 (byte {byte[0]:#04x} at position {exc.start}); "
+                "pass text in UTF-8, or a prompt on stdin with `-`"
+            ) from None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     try:
+        argv = sys.argv[1:] if argv is None else list(argv)
+        _check_arguments(argv)
         args = build_parser().parse_args(argv)
         handler = {
             "run": _cmd_run,
@@ -476,7 +582,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except FoyaError as exc:
         # Bad input exits 2 having written nothing; other failures say why and exit 1. Anything
         # that is not a FoyaError is a bug, and shows as one.
-        print(f"foya: {exc.message}", file=sys.stderr)
+        say(f"foya: {exc.message}", err=True)
         return exc.exit_code
     except BrokenPipeError:
         # `foya export … | head`: the reader left; that is not an error.
@@ -484,3 +590,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_OK
     except KeyboardInterrupt:
         return 130
+    except Exception as exc:
+        # An SQLite fault under a valid command (damaged pages, a full disk, a lock held too long,
+        # a counter out of step) is one line and exit 1, like every other failure; anything else
+        # is a bug and shows as one.
+        from foya_tui.runtime.store import database_fault
+
+        fault = database_fault(exc)
+        if fault is None:
+            raise
+        say(f"foya: {fault.message}", err=True)
+        return fault.exit_code

@@ -183,6 +183,8 @@ class Settings:
     """Replaces the built-in system prompt kernel when set."""
     max_image_bytes: int = 20 * 1024 * 1024
     """Total image bytes one request may carry; images beyond it become text notes (SPEC I-1)."""
+    import_max_bytes: int = 512 * 1024 * 1024
+    """Largest transcript `foya import` reads; a bigger file is refused in one line, unread."""
 
     def connection_for(self, name: str | None = None) -> Connection:
         name = name or self.connection

@@ -6,7 +6,7 @@ Every method here may touch SQLite or a provider, so the UI calls them from work
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -34,7 +34,15 @@ from foya_tui.runtime.providers.catalog import model_info, simulator_models
 from foya_tui.runtime.providers.client import CancelToken, ProviderClient
 from foya_tui.runtime.providers.routes import Route, route_for
 from foya_tui.runtime.session import RetryPolicy, Session, ToolRuntime
-from foya_tui.runtime.store import CompactionStore, EventStore, open_database
+from foya_tui.runtime.store import (
+    CompactionStore,
+    EventStore,
+    SessionLease,
+    check_store,
+    claim_session,
+    open_database,
+    repair_store,
+)
 from foya_tui.runtime.store.events import utc_now
 from foya_tui.runtime.store.search import ProgressCallback as IndexProgress
 from foya_tui.runtime.store.search import message_body, snippet
@@ -92,14 +100,17 @@ class Runtime:
         approval_mode: str | None = None,
         approver: Approver | None = None,
         migration_progress: IndexProgress | None = None,
+        read_only: bool = False,
     ) -> None:
         """`approval_mode` overrides the settings' (`foya run --approval`); `approver` asks the
         user in `ask` mode (the TUI's dialog; None in a headless run, which then refuses);
-        `migration_progress` hears how far indexing an older database for search has come."""
+        `migration_progress` hears how far indexing an older database for search has come;
+        `read_only` opens the database without ever taking its write lock (commands that only
+        read: they neither wait for a writer nor make one wait)."""
         self.settings = settings
         self.paths = paths
         self.workdir = (workdir or Path.cwd()).resolve()
-        self._database = open_database(paths.database, migration_progress)
+        self._database = open_database(paths.database, migration_progress, read_only=read_only)
         self.store = EventStore(self._database, clock=clock)
         self.compaction_store = CompactionStore(self._database, self.store)
         self.checkpoints = CheckpointReader(self.store, self.compaction_store)
@@ -211,6 +222,10 @@ class Runtime:
         """The session a full id or unique prefix names (raises UnknownSessionError)."""
         return self.store.find_session(id_or_prefix)
 
+    def claim(self, session_id: str) -> SessionLease:
+        """The session's writer lease (raises SessionBusy while another live Foya holds it)."""
+        return claim_session(self.paths.database, session_id)
+
     def list_sessions(self, limit: int | None = None) -> list[SessionInfo]:
         return self.store.list_sessions(limit)
 
@@ -222,14 +237,19 @@ class Runtime:
         # fork_session records where it cut (the end, when no seq was given) in the fork's metadata.
         return ForkedSession(info, source.id, info.metadata["forked_from"]["seq"])
 
-    def import_transcript(self, data: bytes, source: str) -> SessionInfo:
-        """Create a session from an OpenAI-format transcript (raises TranscriptError, writes nothing then)."""
-        transcript = parse_transcript(data, source)
-        return self.store.create_session(
+    def import_transcript(
+        self, data: bytes, source: str, progress: Callable[[int, int], None] | None = None
+    ) -> SessionInfo:
+        """Create a session from an OpenAI-format transcript (raises TranscriptError, writes nothing
+        then). A large one commits in bounded batches and appears only once complete; `progress`
+        hears (messages written, messages in all)."""
+        transcript = parse_transcript(data, source, max_bytes=self.settings.import_max_bytes)
+        return self.store.create_session_in_batches(
             title=transcript.title,
             workspace=str(self.workdir),
             events=transcript.events,
             artifacts=transcript.artifacts,
+            progress=progress,
         )
 
     # -- canonical history ----------------------------------------------------------------
@@ -344,14 +364,25 @@ class Runtime:
         )
 
     def verify(self, id_or_prefix: str) -> VerifyReport:
+        """Re-validate a session: events and checkpoints (SPEC P-2), and the store under them: the
+        search index, the immutability triggers, `last_seq`."""
         info = self.store.find_session(id_or_prefix)
-        return verify_session(
+        report = verify_session(
             info.id,
             self.store,
             self.compaction_store,
             self.checkpoints,
             self.settings.compaction.max_fingerprints,
         )
+        store = check_store(self._database, info.id)
+        return replace(report, problems=(*report.problems, *store.problems))
+
+    def repair(self, id_or_prefix: str, progress: IndexProgress | None = None) -> tuple[str, ...]:
+        """Repair the store's derived data and bookkeeping (never an event): rebuild a damaged
+        search index, recreate missing triggers, move a `last_seq` behind its events up. Returns
+        one sentence per action taken."""
+        info = self.store.find_session(id_or_prefix)
+        return repair_store(self._database, check_store(self._database, info.id), progress)
 
     def search(self, id_or_prefix: str, query: str, *, limit: int = 50) -> list[RecallHit]:
         """Events of a session's valid history matching `query`, newest first, each with the

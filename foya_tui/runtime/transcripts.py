@@ -2,6 +2,13 @@
 
 A transcript is validated completely before anything is written: a malformed file is one clear
 error naming the message at fault, and no session is created (SPEC H-5).
+
+Strictness: standard JSON only (`NaN` and `Infinity` are refused), a size limit (the
+`import_max_bytes` setting, read no further than that), a nesting limit (`MAX_NESTING`). Tool
+calls: two calls with one id in one assistant message are refused (no result could say which it
+answers); a call that no tool message answers is kept, as it is common in real transcripts (an
+interrupted turn): the model's view closes it with the "no result was recorded" placeholder
+(`view/history.py`), as for a call interrupted in Foya itself.
 """
 
 from __future__ import annotations
@@ -12,18 +19,73 @@ import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, BinaryIO
 
 from foya_tui.errors import InputError
 from foya_tui.runtime.model import EventKind, NewArtifact, NewEvent
 
 ROLES = ("system", "user", "assistant", "tool")
 MAX_IMAGE_BYTES = 50 * 1024 * 1024
+MAX_NESTING = 100
+"""Deepest nesting of arrays and objects a transcript may have (messages need about 6)."""
 _DATA_URL = re.compile(r"data:(image/[\w.+-]+);base64,(.*)", re.DOTALL)
 
 
 class TranscriptError(InputError):
     """The transcript cannot be imported; the message says where and why, in one line."""
+
+
+def _mebibytes(size: int) -> str:
+    return f"{size / (1024 * 1024):,.0f} MiB" if size >= 1024 * 1024 else f"{size:,} bytes"
+
+
+def read_transcript(stream: BinaryIO, max_bytes: int) -> bytes:
+    """Read a transcript, never more than `max_bytes` (+1 to know it is over): `/dev/zero` or a
+    runaway pipe is refused in one line instead of filling memory."""
+    data = stream.read(max_bytes + 1)
+    if len(data) > max_bytes:
+        raise TranscriptError(
+            f"the transcript is larger than {_mebibytes(max_bytes)} (the import_max_bytes setting)"
+        )
+    return data
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON (only finite numbers are)")
+
+
+_decode = json.JSONDecoder(parse_constant=_reject_constant).decode
+
+
+def _depth(value: Any) -> int:
+    """Deepest nesting of arrays and objects in a decoded value (iterative: no recursion limit)."""
+    deepest = 0
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            children: Any = item.values()
+        elif isinstance(item, list):
+            children = item
+        else:
+            continue
+        deepest = max(deepest, depth)
+        if deepest > MAX_NESTING:
+            return deepest
+        stack.extend((child, depth + 1) for child in children)
+    return deepest
+
+
+def _loads(text: str, where: str) -> Any:
+    try:
+        value = _decode(text)
+    except RecursionError:
+        raise TranscriptError(f"{where}nested more than {MAX_NESTING} levels deep") from None
+    except ValueError as exc:
+        raise TranscriptError(f"{where}not valid JSON ({exc})") from None
+    if _depth(value) > MAX_NESTING:
+        raise TranscriptError(f"{where}nested more than {MAX_NESTING} levels deep")
+    return value
 
 
 @dataclass(frozen=True)
@@ -81,7 +143,7 @@ def _tool_calls(raw: Any, where: str) -> list[dict[str, str]]:
         return []
     if not isinstance(raw, list):
         raise TranscriptError(f"{where}: tool_calls must be a list")
-    calls = []
+    calls: list[dict[str, str]] = []
     for index, call in enumerate(raw, 1):
         function = call.get("function") if isinstance(call, Mapping) else None
         if not isinstance(function, Mapping) or not isinstance(call.get("id"), str) or not call["id"]:
@@ -92,6 +154,11 @@ def _tool_calls(raw: Any, where: str) -> list[dict[str, str]]:
         arguments = function.get("arguments", "")
         if not isinstance(arguments, str):
             arguments = json.dumps(arguments, ensure_ascii=False)
+        if any(seen["id"] == call["id"] for seen in calls):
+            raise TranscriptError(
+                f"{where}: tool call id {call['id']!r} appears twice in one message "
+                "(a result could not say which call it answers)"
+            )
         calls.append({"id": call["id"], "name": name, "arguments": arguments})
     return calls
 
@@ -100,26 +167,22 @@ def _parse_items(text: str) -> list[tuple[str, Any]]:
     """(where, item) pairs: a JSON array, else one JSON value per non-empty line."""
     stripped = text.lstrip()
     if stripped.startswith("["):
-        try:
-            items = json.loads(text)
-        except ValueError as exc:
-            raise TranscriptError(f"not valid JSON ({exc})") from None
+        items = _loads(text, "")
         return [(f"message {index}", item) for index, item in enumerate(items, 1)]
     parsed = []
     for number, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
-        try:
-            parsed.append((f"line {number}", json.loads(line)))
-        except ValueError as exc:
-            # Not every ValueError json.loads raises has `msg` (an integer over Python's digit limit
-            # is a plain ValueError); narrowing the except would change what escapes, so left as is.
-            raise TranscriptError(f"line {number}: not valid JSON ({exc.msg})") from None  # type: ignore[attr-defined]
+        parsed.append((f"line {number}", _loads(line, f"line {number}: ")))
     return parsed
 
 
-def parse_transcript(data: bytes, source: str) -> Transcript:
+def parse_transcript(data: bytes, source: str, *, max_bytes: int | None = None) -> Transcript:
     """Validate a whole transcript and turn it into imported-message events."""
+    if max_bytes is not None and len(data) > max_bytes:
+        raise TranscriptError(
+            f"the transcript is larger than {_mebibytes(max_bytes)} (the import_max_bytes setting)"
+        )
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:

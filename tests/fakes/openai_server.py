@@ -20,6 +20,10 @@ the request's `model` field and answers accordingly:
   a text answer. The step is read back from the highest `call_par_` id the request shows, so a
   compaction that summarises earlier steps does not restart the turn. Compaction requests are
   answered like `summary`.
+- `hostile`: a reply built to attack the terminal that prints it: the first step calls a tool whose
+  name and arguments carry escape sequences (`HOSTILE_TOOL_CALL`); once the request shows a tool
+  result, it replies with `HOSTILE_TEXT` (OSC title, OSC 52 clipboard write, CSI clear screen, the
+  8-bit CSI, a DCS string, a bidi override), streamed in word chunks.
 - `garbage`: HTTP 200 whose body (or every SSE data line) is not JSON.
 - `midstream-error`: a stream that dies after three chunks, without the final chunk or [DONE];
   without streaming, a body cut off half-way.
@@ -202,7 +206,7 @@ ERROR_RESPONSES: Mapping[str, ErrorResponse] = {
 }
 
 # Scenarios that produce a normal (non-error) assistant turn.
-REPLY_SCENARIOS = ("ok", "nousage", "zerousage", "tools", "length", "slow", "summary", "parallel")
+REPLY_SCENARIOS = ("ok", "nousage", "zerousage", "tools", "length", "slow", "summary", "parallel", "hostile")
 SCENARIOS: tuple[str, ...] = (*REPLY_SCENARIOS, "garbage", "midstream-error", *ERROR_RESPONSES)
 
 
@@ -260,6 +264,19 @@ class FakeToolCall:
 
 THE_TOOL_CALL = FakeToolCall(TOOL_CALL_ID, TOOL_CALL_NAME, TOOL_CALL_ARGUMENTS, TOOL_CALL_ARGUMENT_PIECES)
 """The `tools` scenario's one call."""
+
+HOSTILE_TEXT = (
+    "title\x1b]0;pwned\x07 clip\x1b]52;c;ZWNobyBoaQ==\x07 clear\x1b[2J\x1b[H c1\x9b31m "
+    "dcs\x1bPq#0;2;0;0;0\x1b\\ bidi\u202egnp.exe\u202c bell\x07 end"
+)
+"""The `hostile` scenario's reply text: every kind of sequence a terminal would obey."""
+HOSTILE_TOOL_CALL = FakeToolCall(
+    "call_hostile",
+    "read\x1b]0;tool\x07_file",
+    '{"path": "README.md\\u001b[2J\x1b]52;c;aGk=\x07"}',
+    ('{"path": "READ', "ME.md\\u001b[2J\x1b]52", ';c;aGk=\x07"}'),
+)
+"""The `hostile` scenario's tool call: escapes in its name and (raw and JSON-escaped) arguments."""
 
 
 @dataclass(frozen=True)
@@ -414,6 +431,15 @@ def build_reply(request: ChatRequest, parallel: ParallelPlan = ParallelPlan()) -
         )
     if request.model == "parallel":
         return parallel_reply(request, parallel)
+    if request.model == "hostile":
+        if not any(message.get("role") == "tool" for message in request.messages):
+            return Reply(
+                content=None,
+                finish_reason="tool_calls",
+                usage=Usage(prompt_tokens, TOOL_CALL_COMPLETION_TOKENS),
+                tool_calls=(HOSTILE_TOOL_CALL,),
+            )
+        return Reply(content=HOSTILE_TEXT, finish_reason="stop", usage=Usage(prompt_tokens, 12))
     if request.model == "length":
         return Reply(
             content=LENGTH_REPLY,

@@ -64,6 +64,9 @@ class CompactionStore:
     def __init__(self, database: Database, events: EventStore) -> None:
         self._sql = database.connection
         self._events = events
+        # Opened read-only (a read-only mount): a rebuilt or dropped fast projection is used for
+        # this read only, and the next command that can write persists the repair (SPEC P-3).
+        self._read_only = database.read_only
 
     def _now(self) -> str:
         return self._events.timestamp()
@@ -126,6 +129,8 @@ class CompactionStore:
 
     def put_row(self, session_id: str, row: StoredCheckpoint) -> None:
         """Rebuild a checkpoint row from its completion event (SPEC P-3)."""
+        if self._read_only:
+            return
         with self._sql.atomic():
             self._sql.execute_sql(
                 "INSERT OR REPLACE INTO checkpoint (session_id, id, event_seq, body) VALUES (?, ?, ?, ?)",
@@ -134,6 +139,8 @@ class CompactionStore:
 
     def delete_row(self, session_id: str, checkpoint_id: str) -> None:
         """Drop an invalid fast projection (SPEC P-3); canonical history keeps its event."""
+        if self._read_only:
+            return
         with self._sql.atomic():
             self._sql.execute_sql(
                 "DELETE FROM checkpoint WHERE session_id = ? AND id = ?", (session_id, checkpoint_id)

@@ -7,6 +7,7 @@ query building would cost more than SQLite's own work (see `tests/bench/bench_st
 from __future__ import annotations
 
 import json
+import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
@@ -16,7 +17,7 @@ from foya_tui.errors import InputError
 from foya_tui.runtime.model import Event, EventKind, NewArtifact, NewEvent, SessionInfo
 from foya_tui.runtime.store.artifacts import insert_artifacts, read_artifact
 from foya_tui.runtime.store.db import Database
-from foya_tui.runtime.store.search import SearchHit, index_events, search
+from foya_tui.runtime.store.search import BATCH_PAUSE_SECONDS, SearchHit, index_events_guarded, search
 
 Clock = Callable[[], datetime]
 
@@ -76,6 +77,10 @@ def decode_event(session_id: str, seq: int, kind: str, payload: str, created_at:
     return Event(session_id=session_id, seq=seq, kind=event_kind, payload=decoded, created_at=created_at)
 
 
+IMPORT_BATCH_EVENTS = 1_000
+"""Events per transaction of a large import: a concurrent writer waits at most one batch."""
+
+
 _SESSION_COLUMNS = (
     "s.id, s.title, s.created_at, s.updated_at, s.workspace, s.metadata, "
     "(SELECT COUNT(*) FROM event e WHERE e.session_id = s.id)"
@@ -112,14 +117,68 @@ class EventStore:
         session_id = uuid.uuid4().hex
         now = _timestamp(self._clock)
         with self._sql.atomic():
-            self._sql.execute_sql(
-                "INSERT INTO session (id, title, workspace, metadata, created_at, updated_at, last_seq) "
-                "VALUES (?, ?, ?, ?, ?, ?, 0)",
-                (session_id, title, workspace, _encode_payload(metadata or {}), now, now),
-            )
+            self._insert_session(session_id, title, workspace, metadata, now, complete=True)
             insert_artifacts(self._sql, session_id, artifacts, now)
             if events:
                 self.append_locked(session_id, events, now)
+        return self.get_session(session_id)
+
+    def _insert_session(
+        self,
+        session_id: str,
+        title: str,
+        workspace: str,
+        metadata: Mapping[str, Any] | None,
+        now: str,
+        *,
+        complete: bool,
+    ) -> None:
+        self._sql.execute_sql(
+            "INSERT INTO session (id, title, workspace, metadata, created_at, updated_at, last_seq, "
+            "complete) VALUES (?, ?, ?, ?, ?, ?, 0, ?)",
+            (session_id, title, workspace, _encode_payload(metadata or {}), now, now, int(complete)),
+        )
+
+    def create_session_in_batches(
+        self,
+        *,
+        title: str = "",
+        workspace: str = "",
+        metadata: Mapping[str, Any] | None = None,
+        events: Sequence[NewEvent] = (),
+        artifacts: Sequence[NewArtifact] = (),
+        batch_events: int = IMPORT_BATCH_EVENTS,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> SessionInfo:
+        """Create a session whose events commit in bounded transactions (a large import), so a
+        concurrent writer never waits for the whole import, only for one batch.
+
+        The session is created incomplete (`complete = 0`): invisible to `sessions`, lookups and
+        resumes until the last batch marks it complete in its own transaction. A crash mid-import
+        thus leaves no half-imported session in view (its rows stay, unreachable: history is
+        never deleted). `progress` hears (events written, events in all)."""
+        if len(events) <= batch_events:
+            return self.create_session(
+                title=title, workspace=workspace, metadata=metadata, events=events, artifacts=artifacts
+            )
+        session_id = uuid.uuid4().hex
+        now = _timestamp(self._clock)
+        with self._sql.atomic():
+            self._insert_session(session_id, title, workspace, metadata, now, complete=False)
+            insert_artifacts(self._sql, session_id, artifacts, now)
+        written = 0
+        for start in range(0, len(events), batch_events):
+            batch = events[start : start + batch_events]
+            last = start + batch_events >= len(events)
+            with self._sql.atomic():
+                self.append_locked(session_id, batch, now)
+                if last:
+                    self._sql.execute_sql("UPDATE session SET complete = 1 WHERE id = ?", (session_id,))
+            written += len(batch)
+            if progress is not None:
+                progress(written, len(events))
+            if not last:
+                time.sleep(BATCH_PAUSE_SECONDS)
         return self.get_session(session_id)
 
     def _session_from_row(self, row: Sequence[Any]) -> SessionInfo:
@@ -151,7 +210,8 @@ class EventStore:
         if not needle or any(ch not in "0123456789abcdef" for ch in needle):
             raise UnknownSessionError(f"no session {id_or_prefix!r}")
         rows = self._sql.execute_sql(
-            "SELECT id FROM session WHERE id >= ? AND id < ? ORDER BY id LIMIT 2", (needle, needle + "g")
+            "SELECT id FROM session WHERE id >= ? AND id < ? AND complete = 1 ORDER BY id LIMIT 2",
+            (needle, needle + "g"),
         ).fetchall()
         if not rows:
             raise UnknownSessionError(f"no session {id_or_prefix!r}")
@@ -160,7 +220,9 @@ class EventStore:
         return self.get_session(rows[0][0])
 
     def list_sessions(self, limit: int | None = None) -> list[SessionInfo]:
-        sql = f"SELECT {_SESSION_COLUMNS} FROM session s ORDER BY s.updated_at DESC, s.id"
+        sql = (
+            f"SELECT {_SESSION_COLUMNS} FROM session s WHERE s.complete = 1 ORDER BY s.updated_at DESC, s.id"
+        )
         params: tuple[Any, ...] = ()
         if limit is not None:
             sql += " LIMIT ?"
@@ -225,7 +287,7 @@ class EventStore:
         if self._search_index:
             # One executemany inside our write transaction: the ids are consecutive, ending here.
             last_id = self._sql.execute_sql("SELECT last_insert_rowid()").fetchone()[0]
-            index_events(self._sql, session_id, appended, last_id - len(appended) + 1)
+            index_events_guarded(self._sql, session_id, appended, last_id - len(appended) + 1)
         self._sql.execute_sql(
             "UPDATE session SET last_seq = ?, updated_at = ? WHERE id = ?", (seq, now, session_id)
         )

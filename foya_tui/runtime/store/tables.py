@@ -67,19 +67,36 @@ def define_tables(database: peewee.Database) -> Tables:
     return Tables(session=SessionRow, event=EventRow, schema_version=SchemaVersion)
 
 
+# SPEC H-2: context management never edits or deletes an event. The database enforces it, so no
+# future code path can quietly rewrite canonical history. `foya verify` checks they exist and
+# `--repair` recreates a missing one (store/integrity.py).
+IMMUTABILITY_TRIGGERS = {
+    "event_no_update": (
+        "CREATE TRIGGER IF NOT EXISTS event_no_update BEFORE UPDATE ON event "
+        "BEGIN SELECT RAISE(ABORT, 'canonical history is immutable: events cannot be updated'); END"
+    ),
+    "event_no_delete": (
+        "CREATE TRIGGER IF NOT EXISTS event_no_delete BEFORE DELETE ON event "
+        "BEGIN SELECT RAISE(ABORT, 'canonical history is immutable: events cannot be deleted'); END"
+    ),
+}
+
+
+def create_triggers(database: peewee.Database) -> list[str]:
+    """Create the immutability triggers that are missing; returns their names."""
+    present = {
+        row[0] for row in database.execute_sql("SELECT name FROM sqlite_master WHERE type = 'trigger'")
+    }
+    missing = [name for name in IMMUTABILITY_TRIGGERS if name not in present]
+    for name in missing:
+        database.execute_sql(IMMUTABILITY_TRIGGERS[name])
+    return missing
+
+
 def migrate_to_1(database: peewee.Database, tables: Tables, progress: ProgressCallback | None) -> None:
     """Schema 1: sessions, the append-only event log, and triggers that make events immutable."""
     database.create_tables([tables.session, tables.event], safe=True)
-    # SPEC H-2: context management never edits or deletes an event. The database enforces it,
-    # so no future code path can quietly rewrite canonical history.
-    database.execute_sql(
-        "CREATE TRIGGER IF NOT EXISTS event_no_update BEFORE UPDATE ON event "
-        "BEGIN SELECT RAISE(ABORT, 'canonical history is immutable: events cannot be updated'); END"
-    )
-    database.execute_sql(
-        "CREATE TRIGGER IF NOT EXISTS event_no_delete BEFORE DELETE ON event "
-        "BEGIN SELECT RAISE(ABORT, 'canonical history is immutable: events cannot be deleted'); END"
-    )
+    create_triggers(database)
 
 
 def migrate_to_2(database: peewee.Database, tables: Tables, progress: ProgressCallback | None) -> None:
@@ -149,6 +166,22 @@ def migrate_to_4(database: peewee.Database, tables: Tables, progress: ProgressCa
     index_existing(database, progress)
 
 
+def migrate_to_5(database: peewee.Database, tables: Tables, progress: ProgressCallback | None) -> None:
+    """Schema 5: hardening.
+
+    - `store_state`: facts about derived data, such as "the search index is stale" (a write that
+      could not index its events records it here, and still commits: store/search.py).
+    - `session.complete`: 0 while an import is still committing its batches. Incomplete sessions
+      are invisible, so a crash mid-import never leaves a half-imported session in the list.
+    """
+    database.execute_sql(
+        "CREATE TABLE IF NOT EXISTS store_state (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID"
+    )
+    columns = {row[1] for row in database.execute_sql("PRAGMA table_info(session)")}
+    if "complete" not in columns:
+        database.execute_sql("ALTER TABLE session ADD COLUMN complete INTEGER NOT NULL DEFAULT 1")
+
+
 # Forward-only migrations, in order. Each runs inside the transaction that bumps the version.
 Migration = Callable[[peewee.Database, Tables, ProgressCallback | None], None]
 """A schema step; `progress` is for the ones that walk existing events (the search index)."""
@@ -157,5 +190,6 @@ MIGRATIONS: tuple[tuple[int, Migration], ...] = (
     (2, migrate_to_2),
     (3, migrate_to_3),
     (4, migrate_to_4),
+    (5, migrate_to_5),
 )
 assert MIGRATIONS[-1][0] == SCHEMA_VERSION, "a migration per schema version, up to SCHEMA_VERSION"

@@ -21,7 +21,7 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Button, Static
 
-from foya_tui.runtime.text import strip_control
+from foya_tui.runtime.text import terminal_safe
 from foya_tui.runtime.tools.approval import Decision
 from foya_tui.runtime.tools.sandbox import shell_confinement
 from foya_tui.ui.widgets.tool_block import ARGUMENT_CHARS, parse_arguments, pretty_arguments
@@ -45,7 +45,7 @@ def arguments_text(name: str, arguments: str) -> str:
     if name != "shell" or not isinstance(command, str):
         return pretty_arguments(arguments)
     rest = {key: value for key, value in parsed.items() if key != "command"}
-    text = strip_control(command)
+    text = terminal_safe(command)
     if len(text) > ARGUMENT_CHARS:
         text = f"{text[:ARGUMENT_CHARS]}\n… {len(text) - ARGUMENT_CHARS:,} more characters"
     if rest:
@@ -93,7 +93,7 @@ class ApprovalScreen(ModalScreen[Decision | None]):
 
     def compose(self) -> ComposeResult:
         call = self.request.call
-        name = strip_control(call.name)
+        name = terminal_safe(call.name)
         with Vertical(id="approval-dialog") as dialog:
             dialog.border_title = "Approve a tool call?"
             dialog.border_subtitle = f"approval: {self.mode}"

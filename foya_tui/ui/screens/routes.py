@@ -17,7 +17,7 @@ from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
 from foya_tui.runtime.providers.routes import Route
-from foya_tui.runtime.text import strip_control
+from foya_tui.runtime.text import terminal_safe
 
 if TYPE_CHECKING:
     from foya_tui.runtime.runtime import RouteOption
@@ -29,7 +29,7 @@ def option_content(option: RouteOption, current: bool) -> Content:
     """Two lines: the route's label (● for the one in use), then its window and whether a baseline exists."""
     window = f"window {option.window:,}" if option.window else "window unknown"
     baseline = "baseline" if option.has_baseline else "no usage yet"
-    label = " ".join(strip_control(option.route.label).split())
+    label = " ".join(terminal_safe(option.route.label).split())
     return Content.assemble(
         "● " if current else "  ",
         (label, "bold" if current else ""),

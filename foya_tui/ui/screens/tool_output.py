@@ -30,7 +30,7 @@ from textual.strip import Strip
 from textual.widgets import Input, Static
 
 from foya_tui.runtime.digests import sha256_hex
-from foya_tui.runtime.text import strip_control
+from foya_tui.runtime.text import terminal_safe
 from foya_tui.ui.widgets.tool_block import plural
 
 PIECE_CHARS = 1_000
@@ -53,7 +53,7 @@ class PreparedText:
 
 def prepare_text(content: str) -> PreparedText:
     """Clean, split and measure `content` for TextView; call it in a worker for big texts."""
-    text = strip_control(content).expandtabs(4)
+    text = terminal_safe(content).expandtabs(4)
     lines: list[str] = []
     starts: list[int] = []
     offset = 0

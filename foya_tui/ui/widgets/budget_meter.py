@@ -37,7 +37,7 @@ from foya_tui.runtime.context.report import (
     NativeSummary,
 )
 from foya_tui.runtime.context.tracker import EstimateSource
-from foya_tui.runtime.text import strip_control
+from foya_tui.runtime.text import terminal_safe
 from foya_tui.runtime.view.handoff import EpochStatus
 
 # The layers of SPEC X-7, in the order the bar stacks them: (report key, label, theme variable).
@@ -80,7 +80,7 @@ def one_line(value: object, limit: int = 300) -> str:
     """A string from a report as one clean line: escapes and control characters removed."""
     if value is None:
         return ""
-    cleaned = " ".join(strip_control(str(value)).split())
+    cleaned = " ".join(terminal_safe(str(value)).split())
     return cleaned if len(cleaned) <= limit else cleaned[: limit - 1] + "…"
 
 

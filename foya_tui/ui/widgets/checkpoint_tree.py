@@ -23,7 +23,7 @@ from rich.text import Text
 from textual.widgets import Tree
 from textual.widgets.tree import TreeNode
 
-from foya_tui.runtime.text import strip_control
+from foya_tui.runtime.text import terminal_safe
 
 if TYPE_CHECKING:
     from foya_tui.runtime.compaction.report import InspectReport
@@ -67,7 +67,7 @@ def segment_title(segment: Segment) -> str:
 def clean(text: str) -> str:
     """Model text for display: terminal escapes and control characters removed (markup is never
     parsed: callers wrap it in Text or Content)."""
-    return strip_control(text)
+    return terminal_safe(text)
 
 
 def checkpoint_status(record: CheckpointRecord, report: InspectReport) -> str:

@@ -30,7 +30,7 @@ from textual.containers import Vertical
 from textual.message import Message
 from textual.widgets import Label, Static
 
-from foya_tui.runtime.text import strip_control
+from foya_tui.runtime.text import split_escape_tail, terminal_safe
 
 if TYPE_CHECKING:
     from textual.widgets import Markdown
@@ -67,21 +67,6 @@ def snip_note(mode: str, results: int, tokens_saved: int) -> ContextNote:
 
 AFTER_TOOLS = "body -after-tools"
 """Classes of a text segment that follows tool calls (a blank line sets it apart from them)."""
-# Characters that open a terminal escape sequence. A stream may split a sequence across two
-# fragments, so a tail that starts with one is held back until the sequence can be seen whole.
-_ESCAPE_OPENERS = ("\x1b", "\x9b", "\x9d", "\x90", "\x98", "\x9e", "\x9f")
-_MAX_HELD = 256  # beyond this the tail is not a sequence in progress; release it
-
-
-def split_escape_tail(text: str) -> tuple[str, str]:
-    """Split `text` into what can be cleaned now and a trailing escape sequence that may be incomplete."""
-    cut = max(text.rfind(opener) for opener in _ESCAPE_OPENERS)
-    if cut == -1 or len(text) - cut > _MAX_HELD:
-        # A final "\r" may be the first half of "\r\n", which must become one newline, not two.
-        return (text[:-1], "\r") if text.endswith("\r") else (text, "")
-    return text[:cut], text[cut:]
-
-
 class MessageBlock(Vertical, can_focus=True):
     """A message in the conversation. Assistant blocks can stream their text in."""
 
@@ -133,7 +118,7 @@ class MessageBlock(Vertical, can_focus=True):
         self.role = role
         self.seq = seq
         self.last_seq = last_seq
-        self._text = strip_control(text)
+        self._text = terminal_safe(text)
         self._notes = notes
         self._parts = tuple(parts)
         self._stream: MarkdownStream | None = None
@@ -153,7 +138,7 @@ class MessageBlock(Vertical, can_focus=True):
             after_tools = False
             for part in self._parts:
                 if isinstance(part, str):
-                    yield Markdown(strip_control(part), classes=AFTER_TOOLS if after_tools else "body")
+                    yield Markdown(terminal_safe(part), classes=AFTER_TOOLS if after_tools else "body")
                 elif isinstance(part, ContextNote):
                     yield note_line(part)
                 else:
@@ -170,7 +155,7 @@ class MessageBlock(Vertical, can_focus=True):
         else:
             yield Static(Text(self._text), classes="body")
         for note in self._notes:
-            yield Static(Text(strip_control(note)), classes="note")
+            yield Static(Text(terminal_safe(note)), classes="note")
 
     @property
     def text(self) -> str:
@@ -245,7 +230,7 @@ class MessageBlock(Vertical, can_focus=True):
                 await self.mount(markdown)
             self._stream = Markdown.get_stream(markdown)
         ready, self._held = split_escape_tail(self._held + fragment)
-        await self._stream.write(strip_control(ready))
+        await self._stream.write(terminal_safe(ready))
 
     async def finish(self) -> None:
         """End the stream, flushing any held tail (whatever remains of it is cleaned away)."""
@@ -256,7 +241,7 @@ class MessageBlock(Vertical, can_focus=True):
         if self._stream is None:
             return
         if self._held:
-            await self._stream.write(strip_control(self._held))
+            await self._stream.write(terminal_safe(self._held))
             self._held = ""
         await self._stream.stop()
         self._stream = None

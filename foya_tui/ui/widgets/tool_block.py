@@ -5,7 +5,7 @@ shows the arguments as pretty JSON, the result's facts (seq, size, duration, exi
 bounded preview of the output. The full text stays in canonical history: `o` (or the badge of a
 result the model sees shortened) asks the screen to open it from there.
 
-Tool output is untrusted: every text is cleaned with `strip_control` and shown as `rich.text.Text`,
+Tool output is untrusted: every text is cleaned with `terminal_safe` and shown as `rich.text.Text`,
 so neither Textual markup nor terminal escapes in it can take effect. A result may be megabytes
 long, so what a block holds is a `ToolOutcome` prepared off the UI thread (`outcome_of`, called in
 the Bridge's workers): the preview is cut to PREVIEW_LINES / PREVIEW_CHARS and the digest is taken
@@ -28,7 +28,7 @@ from textual.message import Message
 from textual.reactive import var
 from textual.widgets import Static
 
-from foya_tui.runtime.text import strip_control
+from foya_tui.runtime.text import terminal_safe
 
 PREVIEW_LINES = 200
 PREVIEW_CHARS = 20_000
@@ -90,7 +90,7 @@ def outcome_of(
         seq=seq,
         is_error=is_error,
         metadata=dict(metadata or {}),
-        preview=strip_control(preview),
+        preview=terminal_safe(preview),
         complete=len(preview) == len(content),
         characters=len(content),
         lines=lines,
@@ -124,7 +124,7 @@ def format_size(size: int) -> str:
 
 
 def _one_line(text: str, limit: int) -> str:
-    flat = " ".join(strip_control(text[: limit * 4]).split())
+    flat = " ".join(terminal_safe(text[: limit * 4]).split())
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 
@@ -158,7 +158,7 @@ def pretty_arguments(arguments: str, limit: int = ARGUMENT_CHARS) -> str:
     text = arguments if parsed is None else json.dumps(parsed, indent=2, ensure_ascii=False)
     if len(text) > limit:
         text = f"{text[:limit]}\n… {len(text) - limit:,} more characters"
-    return strip_control(text)
+    return terminal_safe(text)
 
 
 def status_of(outcome: ToolOutcome | None, running: bool) -> tuple[str, str]:
