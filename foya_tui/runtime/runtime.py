@@ -30,6 +30,7 @@ from foya_tui.runtime.context.request import RequestView
 from foya_tui.runtime.model import EventKind, SessionInfo
 from foya_tui.runtime.providers.catalog import model_info, simulator_models
 from foya_tui.runtime.providers.client import CancelToken, ProviderClient
+from foya_tui.runtime.providers.preflight import check_route, route_problem
 from foya_tui.runtime.providers.routes import Route, route_for
 from foya_tui.runtime.session import RetryPolicy, Session, ToolRuntime
 from foya_tui.runtime.store import CompactionStore, EventStore, open_database
@@ -50,6 +51,8 @@ class RouteOption:
     route: Route
     window: int | None
     has_baseline: bool
+    problem: str | None = None
+    """Why this route cannot be sent (unknown model, missing key), one line; None when it can."""
 
 
 class Runtime:
@@ -77,6 +80,9 @@ class Runtime:
         self.store = EventStore(self._database, clock=clock)
         self.compaction_store = CompactionStore(self._database, self.store)
         self.checkpoints = CheckpointReader(self.store, self.compaction_store)
+        # Pre-flight belongs to the real provider path: a client given by the caller (tests, a
+        # scripted provider) decides for itself what it can send.
+        self._checks_routes = client is None
         if client is None:
             from foya_tui.runtime.providers.litellm_client import LiteLLMClient
 
@@ -119,6 +125,16 @@ class Runtime:
         """The route of a model under these settings (pure: touches neither SQLite nor a provider)."""
         return route_for(self.settings, model, connection)
 
+    def check_route(self, route: Route) -> None:
+        """Raise RouteError (one line, exit 2) when `route` cannot be sent: its model string has
+        no provider LiteLLM knows, or its key is missing. No network, nothing written."""
+        if self._checks_routes:
+            check_route(self.settings, route)
+
+    def route_problem(self, route: Route) -> str | None:
+        """`check_route`'s line, or None (what the route switcher shows beside a route)."""
+        return route_problem(self.settings, route) if self._checks_routes else None
+
     def summary_routes(self, route: Route) -> list[Route]:
         """Where a session on `route` asks for summaries: the separate summary route of
         `[compaction] model` first (its own window and budget), then the session's own route."""
@@ -137,7 +153,9 @@ class Runtime:
             route = self.route_for(model)
             if route.id not in options:
                 info = model_info(model, self.settings.model_settings(model))
-                options[route.id] = RouteOption(route, info.window, route.id in measured)
+                options[route.id] = RouteOption(
+                    route, info.window, route.id in measured, self.route_problem(route)
+                )
         return list(options.values())
 
     # -- sessions -------------------------------------------------------------------------
@@ -158,9 +176,13 @@ class Runtime:
             ),
             retry=RetryPolicy(self.settings.max_retries, self.settings.retry_backoff),
             compaction=self.compaction,
+            preflight=self.check_route,
         )
 
     def new_session(self, route: Route | None = None) -> Session:
+        """Create a session on `route`; raises RouteError first, creating nothing, when the route
+        cannot be sent."""
+        self.check_route(route or self.route_for())
         info = self.store.create_session(workspace=str(self.workdir))
         return self._session(info, route)
 

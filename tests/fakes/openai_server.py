@@ -23,6 +23,17 @@ the request's `model` field and answers accordingly:
 - `garbage`: HTTP 200 whose body (or every SSE data line) is not JSON.
 - `midstream-error`: a stream that dies after three chunks, without the final chunk or [DONE];
   without streaming, a body cut off half-way.
+- `empty-stream`: llama-cpp-python's answer to an over-long request: streamed, HTTP 200 with an
+  SSE body that carries no chunk at all; without streaming, its 400 `exceed_context_size_error`.
+- `empty`: streamed, the same empty SSE body; without streaming, a reply whose content is "" with
+  no usage: a reply that truly says nothing.
+- `error-body`: HTTP 200 whose body (or only SSE data line) is `{"error": …}` from a server that
+  failed while answering (llama-cpp-python's `KeyError: 'content'`).
+- `error-body-overflow`: the same, with an overflow error (`exceed_context_size_error`) inside.
+- `tools-legacy`: like `tools`, but each call also arrives as a legacy `function_call`, as some
+  local servers send both.
+- `tools-content`: like `tools`, but answers HTTP 500 when the request holds an assistant message
+  with `tool_calls` whose `content` is null or absent, as llama-cpp-python does.
 - the names in `ERROR_RESPONSES` (`overflow-*`, `ratelimit`, `quota`, `auth`, `servererror`): the
   documented HTTP error status and JSON body, whether or not streaming was requested.
 - anything else: HTTP 404 `model_not_found`.
@@ -202,8 +213,31 @@ ERROR_RESPONSES: Mapping[str, ErrorResponse] = {
 }
 
 # Scenarios that produce a normal (non-error) assistant turn.
-REPLY_SCENARIOS = ("ok", "nousage", "zerousage", "tools", "length", "slow", "summary", "parallel")
-SCENARIOS: tuple[str, ...] = (*REPLY_SCENARIOS, "garbage", "midstream-error", *ERROR_RESPONSES)
+REPLY_SCENARIOS = (
+    "ok",
+    "nousage",
+    "zerousage",
+    "tools",
+    "length",
+    "slow",
+    "summary",
+    "parallel",
+    "tools-legacy",
+    "tools-content",
+)
+# Scenarios of servers that answer 200 without a usable reply.
+EMPTY_SCENARIOS = ("empty-stream", "empty", "error-body", "error-body-overflow")
+SCENARIOS: tuple[str, ...] = (
+    *REPLY_SCENARIOS,
+    "garbage",
+    "midstream-error",
+    *EMPTY_SCENARIOS,
+    *ERROR_RESPONSES,
+)
+SERVER_FAILURE_BODY = {
+    "error": {"message": "'content'", "type": "KeyError", "code": 500},
+}
+"""What llama-cpp-python's server puts in a 200 body when its handler raised."""
 
 
 @dataclass(frozen=True)
@@ -322,6 +356,14 @@ def overflow_response(window: int, prompt_tokens: int) -> ErrorResponse:
     return ErrorResponse(status=400, body={"error": error})
 
 
+def null_content_beside_tool_calls(request: ChatRequest) -> bool:
+    """Whether an assistant message carries tool calls with `content` null or absent."""
+    return any(
+        message.get("role") == "assistant" and message.get("tool_calls") and message.get("content") is None
+        for message in request.messages
+    )
+
+
 def is_compaction_request(messages: tuple[Mapping[str, Any], ...]) -> bool:
     return (
         bool(messages)
@@ -405,7 +447,7 @@ def parallel_reply(request: ChatRequest, plan: ParallelPlan) -> Reply:
 
 def build_reply(request: ChatRequest, parallel: ParallelPlan = ParallelPlan()) -> Reply:
     prompt_tokens = count_prompt_tokens(request.messages)
-    if request.model == "tools":
+    if request.model in ("tools", "tools-legacy", "tools-content"):
         return Reply(
             content=None,
             finish_reason="tool_calls",
@@ -441,6 +483,9 @@ def completion_json(completion_id: str, model: str, reply: Reply) -> dict[str, A
     message: dict[str, Any] = {"role": "assistant", "content": reply.content, "refusal": None}
     if reply.tool_calls:
         message["tool_calls"] = [tool_call_json(call, call.arguments) for call in reply.tool_calls]
+        if model == "tools-legacy":
+            first = reply.tool_calls[0]
+            message["function_call"] = {"name": first.name, "arguments": first.arguments}
     body: dict[str, Any] = {
         "id": completion_id,
         "object": "chat.completion",
@@ -492,11 +537,16 @@ def stream_chunks(completion_id: str, request: ChatRequest, reply: Reply) -> lis
         # carry the index; parallel calls follow one another.
         for index, call in enumerate(reply.tool_calls):
             opening: dict[str, Any] = {"tool_calls": [{"index": index, **tool_call_json(call, "")}]}
+            if request.model == "tools-legacy":
+                opening["function_call"] = {"name": call.name, "arguments": ""}
             if index == 0:
                 opening = {"role": "assistant", "content": None, **opening}
             add(opening)
             for piece in call.pieces:
-                add({"tool_calls": [{"index": index, "function": {"arguments": piece}}]})
+                delta: dict[str, Any] = {"tool_calls": [{"index": index, "function": {"arguments": piece}}]}
+                if request.model == "tools-legacy":
+                    delta["function_call"] = {"arguments": piece}
+                add(delta)
     else:
         add({"role": "assistant", "content": ""})
         for piece in split_for_streaming(reply.content or ""):
@@ -603,8 +653,12 @@ class _Handler(BaseHTTPRequestHandler):
             prompt_tokens=prompt_tokens,
             overflow=overflow,
         )
+        if error is None and request.model == "tools-content" and null_content_beside_tool_calls(request):
+            error = ErrorResponse(status=500, body=SERVER_FAILURE_BODY)
         if error is not None:
             self._send_json(error.status, error.body, error.headers)
+        elif request.model in EMPTY_SCENARIOS:
+            self._send_empty(request)
         elif request.model == "garbage":
             self._send_garbage(request)
         elif request.model == "midstream-error":
@@ -638,6 +692,33 @@ class _Handler(BaseHTTPRequestHandler):
             self._write_chunk(sse_event(json.dumps(chunk)))
             time.sleep(delay)
         self._write_chunk(sse_event("[DONE]"))
+        self._end_stream()
+
+    def _send_empty(self, request: ChatRequest) -> None:
+        """HTTP 200 without a usable reply: no chunk at all, or an error object as the body."""
+        if request.model in ("error-body", "error-body-overflow"):
+            body = (
+                ERROR_RESPONSES["overflow-llamacpp"].body
+                if request.model == "error-body-overflow"
+                else SERVER_FAILURE_BODY
+            )
+            if not request.stream:
+                self._send_json(200, body)
+                return
+            self._start_stream()
+            self._write_chunk(sse_event(json.dumps(body)))
+            self._write_chunk(sse_event("[DONE]"))
+            self._end_stream()
+            return
+        if not request.stream:
+            if request.model == "empty-stream":
+                overflow = ERROR_RESPONSES["overflow-llamacpp"]
+                self._send_json(overflow.status, overflow.body)
+            else:
+                reply = Reply(content="", finish_reason="stop", usage=None)
+                self._send_json(200, completion_json(self.server.next_completion_id(), request.model, reply))
+            return
+        self._start_stream()
         self._end_stream()
 
     def _send_garbage(self, request: ChatRequest) -> None:
