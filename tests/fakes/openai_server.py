@@ -32,7 +32,8 @@ the request's `model` field and answers accordingly:
 - `error-body-overflow`: the same, with an overflow error (`exceed_context_size_error`) inside.
 - `tools-legacy`: like `tools`, but each call also arrives as a legacy `function_call`, as some
   local servers send both.
-- `tools-content`: like `tools`, but answers HTTP 500 when the request holds an assistant message
+- `tools-content`: like `tools` until the request holds a tool result, then like `ok`; answers
+  HTTP 500 when the request holds an assistant message
   with `tool_calls` whose `content` is null or absent, as llama-cpp-python does.
 - the names in `ERROR_RESPONSES` (`overflow-*`, `ratelimit`, `quota`, `auth`, `servererror`): the
   documented HTTP error status and JSON body, whether or not streaming was requested.
@@ -185,6 +186,17 @@ ERROR_RESPONSES: Mapping[str, ErrorResponse] = {
                 "type": "insufficient_quota",
                 "param": None,
                 "code": "insufficient_quota",
+            }
+        },
+    ),
+    "forbidden": ErrorResponse(
+        status=403,
+        body={
+            "error": {
+                "message": "Project does not have access to this model.",
+                "type": "invalid_request_error",
+                "param": None,
+                "code": "model_not_allowed",
             }
         },
     ),
@@ -447,7 +459,8 @@ def parallel_reply(request: ChatRequest, plan: ParallelPlan) -> Reply:
 
 def build_reply(request: ChatRequest, parallel: ParallelPlan = ParallelPlan()) -> Reply:
     prompt_tokens = count_prompt_tokens(request.messages)
-    if request.model in ("tools", "tools-legacy", "tools-content"):
+    answered = any(message.get("role") == "tool" for message in request.messages)
+    if request.model in ("tools", "tools-legacy") or (request.model == "tools-content" and not answered):
         return Reply(
             content=None,
             finish_reason="tool_calls",
