@@ -358,6 +358,16 @@ def count_prompt_tokens(messages: tuple[Mapping[str, Any], ...]) -> int:
     return max(total, 1)
 
 
+def whole_request_tokens(body: Mapping[str, Any], request: ChatRequest, scale: float | None) -> int:
+    """The prompt count: `count_prompt_tokens`, or with a `token_scale`, a tokenizer that counts
+    the whole request as real servers do (tool schemas too, len // 4) and `scale` times finer."""
+    if scale is None:
+        return count_prompt_tokens(request.messages)
+    tools = body.get("tools")
+    schema = len(json.dumps(tools)) // 4 if isinstance(tools, list) else 0
+    return max(1, round((count_prompt_tokens(request.messages) + schema) * scale))
+
+
 def overflow_response(window: int, prompt_tokens: int) -> ErrorResponse:
     """OpenAI's context-length error, stating this server's window and the request's size."""
     error = dict(ERROR_RESPONSES["overflow-openai"].body["error"])
@@ -586,7 +596,9 @@ class _FakeOpenAIHTTPServer(ThreadingHTTPServer):
         next_id: Callable[[], str],
         window: Callable[[], int | None],
         parallel: Callable[[], ParallelPlan],
+        token_scale: Callable[[], float | None] = lambda: None,
     ) -> None:
+        self.token_scale = token_scale
         self.record = record
         self.next_completion_id = next_id
         self.window = window
@@ -654,7 +666,7 @@ class _Handler(BaseHTTPRequestHandler):
         )
         error = ERROR_RESPONSES.get(request.model)
         window = self.server.window()
-        prompt_tokens = count_prompt_tokens(request.messages)
+        prompt_tokens = whole_request_tokens(body, request, self.server.token_scale())
         if window is not None and request.model in SCENARIOS and prompt_tokens > window:
             error = overflow_response(window, prompt_tokens)
         overflow = error is not None and (
@@ -677,7 +689,7 @@ class _Handler(BaseHTTPRequestHandler):
         elif request.model == "midstream-error":
             self._send_broken(request)
         elif request.model in REPLY_SCENARIOS:
-            self._send_reply(request)
+            self._send_reply(request, body)
         else:
             self._send_json(
                 404,
@@ -692,9 +704,14 @@ class _Handler(BaseHTTPRequestHandler):
 
     # --- scenario answers ------------------------------------------------------------------
 
-    def _send_reply(self, request: ChatRequest) -> None:
+    def _send_reply(self, request: ChatRequest, body: Mapping[str, Any]) -> None:
         completion_id = self.server.next_completion_id()
         reply = build_reply(request, self.server.parallel())
+        if reply.usage is not None and self.server.token_scale() is not None:
+            usage = Usage(
+                whole_request_tokens(body, request, self.server.token_scale()), reply.usage.completion_tokens
+            )
+            reply = Reply(reply.content, reply.finish_reason, usage, reply.tool_calls)
         delay = SLOW_CHUNK_DELAY_SECONDS if request.model == "slow" else 0.0
         if not request.stream:
             time.sleep(delay)
@@ -827,6 +844,10 @@ class FakeOpenAIServer:
         self, window: int | None = None, *, parallel_paths: tuple[str, ...] = (), parallel_steps: int = 0
     ) -> None:
         self.window = window
+        self.token_scale: float | None = None
+        """When set, prompt counts (usage, the window check) cover the whole request, tool schemas
+        included, this many times finer than `count_prompt_tokens`: a tokenizer unlike Foya's
+        estimate, as Gemma's is on numbers (settable while running)."""
         self.parallel_paths = tuple(parallel_paths)
         self.parallel_steps = parallel_steps
         self._lock = threading.Lock()
@@ -843,6 +864,7 @@ class FakeOpenAIServer:
             self._next_completion_id,
             lambda: self.window,
             lambda: ParallelPlan(tuple(self.parallel_paths), self.parallel_steps),
+            lambda: self.token_scale,
         )
         # A short poll interval makes stop() quick: shutdown() waits for serve_forever to notice it.
         self._thread = threading.Thread(
