@@ -313,19 +313,24 @@ def _cmd_compact(args: argparse.Namespace) -> int:
             progress = lambda stage, detail: print(  # noqa: E731 - one line, only here
                 f"foya: {stage}{' ' + detail if detail else ''}…", file=sys.stderr
             )
-        result = runtime.compact(
-            args.session,
-            runtime.route_for(model) if model else None,
-            progress=progress,
-            use_model=not args.fallback,
-        )
+        route = runtime.route_for(model) if model else None
+        result = runtime.compact(args.session, route, progress=progress, use_model=not args.fallback)
+        offer = None if args.fallback else runtime.fallback_offer(args.session, route, result)
     report = result.report()
+    if offer is not None:
+        report["fallback_offer"] = {"tokens_before": offer.tokens_before, "tokens_after": offer.tokens_after}
     if args.json:
         _print_json(report)
     else:
         after = f" → {result.tokens_after:,}" if result.tokens_after is not None else ""
         checkpoint = f" · checkpoint {result.checkpoint.id[:12]}" if result.checkpoint is not None else ""
-        print(f"{result.outcome}: {result.tokens_before:,}{after} tokens{checkpoint} · {result.reason}")
+        line = f"{result.outcome}: {result.tokens_before:,}{after} tokens{checkpoint} · {result.reason}"
+        if offer is not None:
+            line += (
+                f" · --fallback would make a checkpoint without a model: "
+                f"{offer.tokens_before:,} → {offer.tokens_after:,} tokens"
+            )
+        print(line)
     return EXIT_OK if report["outcome"] in ("accepted", "nothing_to_compact") else EXIT_FAILED
 
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from foya_tui.paths import FoyaPaths
 from foya_tui.runtime.compaction.attempt import CompactionResult, ProgressCallback, Proposal
-from foya_tui.runtime.compaction.failures import Trigger
+from foya_tui.runtime.compaction.failures import Outcome, Trigger
 from foya_tui.runtime.compaction.native import ProviderNativeCompactor
 from foya_tui.runtime.compaction.report import (
     InspectReport,
@@ -42,6 +42,11 @@ from foya_tui.runtime.transcripts import parse_transcript
 from foya_tui.runtime.view.checkpoint import Phase
 from foya_tui.runtime.view.recovery import CheckpointReader
 from foya_tui.settings import Settings, SettingsError
+
+FALLBACK_OFFERED = frozenset({Outcome.FAILED, Outcome.SUPPRESSED})
+"""How a manual compaction with the model may end for the deterministic fallback to be offered:
+its summaries failed (or the same attempt failed before). A valid summary that acceptance
+rejected (it would not shrink the projection, SPEC C-12) is reported as it is."""
 
 
 @dataclass(frozen=True)
@@ -255,6 +260,18 @@ class Runtime:
             progress=progress,
             use_model=use_model,
         )
+
+    def fallback_offer(
+        self, id_or_prefix: str, route: Route | None, failed: CompactionResult
+    ) -> Proposal | None:
+        """After a manual compaction with the model ended without a checkpoint because its
+        summaries failed (`FALLBACK_OFFERED`): the deterministic fallback's validated candidate, not committed, to offer in
+        its place (issue 18); None when there is none to offer. A hook's veto is not offered one
+        (SPEC K-7), nor is a fallback that itself failed."""
+        if failed.outcome not in FALLBACK_OFFERED or failed.producer == "fallback":
+            return None
+        proposed = self.propose_compaction(id_or_prefix, route, use_model=False)
+        return proposed if isinstance(proposed, Proposal) else None
 
     def commit_compaction(self, proposal: Proposal) -> CompactionResult:
         """Commit a proposal the user accepted (it is refused if history moved on meanwhile)."""

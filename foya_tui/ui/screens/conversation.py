@@ -582,7 +582,7 @@ class ConversationScreen(Screen[None]):
                 self.compaction_status = compaction_running("manual", "declining")
                 self.bridge.decline_compaction(proposal)
 
-        self.app.push_screen(CompactionScreen(proposal.checkpoint), answered)
+        self.app.push_screen(CompactionScreen(proposal.checkpoint, message.model_failure), answered)
 
     def on_compaction_ended(self, message: CompactionEnded) -> None:
         self.compacting = self._proposing = False
