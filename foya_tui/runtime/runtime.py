@@ -266,8 +266,8 @@ class Runtime:
     ) -> Proposal | None:
         """After a manual compaction with the model ended without a checkpoint because its
         summaries failed (`FALLBACK_OFFERED`): the deterministic fallback's validated candidate,
-        not committed, to offer in its place (issue 18); None when there is none to offer. A hook's veto is not offered one
-        (SPEC K-7), nor is a fallback that itself failed."""
+        not committed, to offer in its place (issue 18); None when there is none to offer. A
+        hook's veto is not offered one (SPEC K-7), nor is a fallback that itself failed."""
         if failed.outcome not in FALLBACK_OFFERED or failed.producer == "fallback":
             return None
         proposed = self.propose_compaction(id_or_prefix, route, use_model=False)
