@@ -111,3 +111,26 @@ def test_a_wild_tokenizer_is_held_inside_the_bounds(
         view = session.context()
     low, high = CALIBRATION_BOUNDS
     assert low * view.layers.total - 1 <= view.estimate.total <= high * view.layers.total + 1
+
+
+def test_summary_replies_calibrate_a_route_whose_streams_carry_no_usage(
+    fake_openai: FakeOpenAIServer, tmp_path: Path, workdir: Path
+) -> None:
+    """llama.cpp's server sends no usage on streams, but its non-streamed summary replies carry
+    it: those calibrate the route (recorded with the compaction's diagnostic)."""
+    fake_openai.token_scale = 2.0
+    settings = fake_settings(fake_openai.base_url, model="openai/nousage")
+    with Runtime(settings, make_paths(tmp_path), workdir=workdir, clock=lambda: FIXED_NOW) as rt:
+        session = rt.new_session()
+        for prompt in PROMPTS:
+            list(session.send(prompt))
+        assert "calibrated" not in session.context().estimate.reason
+        # The summary route answers with usage (the `summary` scenario), streams never do.
+        # Accepted or not (this short history may not shrink), the reply's usage is recorded.
+        assert rt.compact(session.id, rt.route_for("openai/summary")).requests == 1
+        summary_route = rt.route_for("openai/summary")
+        reason = rt.context(session.id, summary_route).estimate.reason
+        assert "calibrated on 1 request" in reason, reason
+        (diagnostic,) = [d.payload for d in rt.inspect(session.id).diagnostics]
+        (sample,) = diagnostic["calibration"]
+        assert sample["route_id"] == summary_route.id and sample["input_tokens"] > 0

@@ -399,3 +399,25 @@ def test_the_compatibility_setting_can_be_turned_off(
         _, updates = run_turn(rt, "read the readme")
     failed = updates[-1]
     assert isinstance(failed, TurnFailed) and failed.kind == "other" and "'content'" in failed.reason
+
+
+def test_a_summary_request_timeout_scales_with_its_planned_size() -> None:
+    from foya_tui.runtime.providers.litellm_client import TIMEOUT_BASIS_TOKENS, whole_reply_timeout
+
+    route = make_route("openai/m", "x", "http://127.0.0.1:9/v1")
+    small = ProviderRequest(route, ({"role": "user", "content": "hi"},), max_output_tokens=100)
+    large = ProviderRequest(
+        route, ({"role": "user", "content": "word " * 4 * TIMEOUT_BASIS_TOKENS},), max_output_tokens=2_048
+    )
+    assert whole_reply_timeout(120.0, small) == 120.0
+    assert whole_reply_timeout(120.0, large) >= 2.5 * 120.0
+
+
+def test_a_non_streamed_request_times_out_as_a_connection_failure(silent_port: int) -> None:
+    settings = local_settings(f"http://127.0.0.1:{silent_port}/v1", request_timeout=0.5)
+    route = route_for(settings, "openai/m")
+    with pytest.raises(ProviderError) as caught:
+        LiteLLMClient(settings).complete(
+            ProviderRequest(route, ({"role": "user", "content": "hi"},)), CancelToken()
+        )
+    assert caught.value.failure.kind is FailureKind.CONNECTION

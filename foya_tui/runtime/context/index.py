@@ -276,9 +276,17 @@ class SessionIndex:
         if not new:
             return
         for event in new:
-            if event.kind is EventKind.PROVIDER_USAGE and event.problem is None:
-                sample = calibration_sample(event.payload)
-                route_id = event.payload.get("route_id")
+            if event.problem is not None:
+                continue
+            if event.kind is EventKind.PROVIDER_USAGE:
+                records: Sequence[Any] = (event.payload,)
+            elif event.kind is EventKind.COMPACTION_DIAGNOSTIC:
+                records = event.payload.get("calibration") or ()  # summary replies (non-streamed)
+            else:
+                continue
+            for record in records:
+                sample = calibration_sample(record) if isinstance(record, Mapping) else None
+                route_id = record.get("route_id") if isinstance(record, Mapping) else None
                 if sample is not None and isinstance(route_id, str):
                     self.calibration_samples.setdefault(route_id, []).append(sample)
         if any(event.kind in _CHECKPOINT_EVENTS for event in new):

@@ -109,10 +109,11 @@ NO_CALIBRATION = Calibration()
 
 
 def calibration_sample(payload: Mapping[str, Any]) -> tuple[int, int] | None:
-    """(real input tokens, local estimate) of one recorded request, when both are known."""
+    """(real input tokens, local estimate) of one recorded request, when both are known: a
+    provider_usage payload (`usage.input_tokens`) or a summary's record (`input_tokens`)."""
     usage = payload.get("usage")
     local = payload.get("local_tokens")
-    real = usage.get("input_tokens") if isinstance(usage, Mapping) else None
+    real = usage.get("input_tokens") if isinstance(usage, Mapping) else payload.get("input_tokens")
     if not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in (local, real)):
         return None
     return real, local  # type: ignore[return-value]

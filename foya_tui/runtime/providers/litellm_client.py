@@ -346,6 +346,7 @@ class LiteLLMClient:
         kwargs, secrets = self._request_kwargs(request)
         kwargs["stream"] = False
         kwargs.pop("stream_options", None)  # only meaningful on a stream
+        kwargs["timeout"] = whole_reply_timeout(self._settings.request_timeout, request)
         try:
             litellm = load_litellm()
             response = litellm.completion(**kwargs)
@@ -418,6 +419,20 @@ class LiteLLMClient:
             finish_reason=finish_reason,
             usage=usage,
         )
+
+
+TIMEOUT_BASIS_TOKENS = 2_048
+"""Planned tokens (input estimate + output cap) that `request_timeout` is meant to cover when a
+whole reply arrives at once; a summary on a CPU server took 80-123 s for about that much."""
+
+
+def whole_reply_timeout(request_timeout: float, request: ProviderRequest) -> float:
+    """The timeout of a non-streamed request: `request_timeout`, scaled up with the planned size.
+    A summary of a long history has no stream to show progress, and on a CPU server its planned
+    tokens take minutes; a fixed 120 s made automatic compaction time out and fall back."""
+    # ~4 characters a token: a cheap, conservative size without a tokenizer on this path.
+    planned = len(str(request.messages)) // 4 + (request.max_output_tokens or 0)
+    return request_timeout * max(1.0, planned / TIMEOUT_BASIS_TOKENS)
 
 
 def retry_delay(failure: ProviderFailure, attempt: int, base: float) -> float:
