@@ -108,6 +108,18 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _preflight(args: argparse.Namespace, model: str | None) -> None:
+    """The route check of `Runtime.check_route`, before the runtime (its imports, its database)
+    is opened: an unknown model or a missing key is one line in well under a second."""
+    from foya_tui.paths import resolve_paths
+    from foya_tui.runtime.providers.preflight import check_route
+    from foya_tui.runtime.providers.routes import route_for
+    from foya_tui.settings import load_settings
+
+    settings = load_settings(resolve_paths(database=args.db).config_file)
+    check_route(settings, route_for(settings, model))
+
+
 def _open_runtime(args: argparse.Namespace):
     from foya_tui.paths import resolve_paths
     from foya_tui.runtime.runtime import Runtime
@@ -136,6 +148,11 @@ def _print_json(value: object) -> None:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
+    prompt = sys.stdin.read() if args.prompt == "-" else args.prompt
+    if not prompt.strip():
+        raise UsageError("the prompt is empty")
+    if args.run_model or args.model or not args.run_session:
+        _preflight(args, args.run_model or args.model)
     from foya_tui.runtime.updates import (
         CompactionFinished,
         CompactionProgressed,
@@ -149,9 +166,6 @@ def _cmd_run(args: argparse.Namespace) -> int:
         TurnFinished,
     )
 
-    prompt = sys.stdin.read() if args.prompt == "-" else args.prompt
-    if not prompt.strip():
-        raise UsageError("the prompt is empty")
     with _open_runtime(args) as runtime:
         route = runtime.route_for(args.run_model or args.model)
         session = (
