@@ -118,6 +118,18 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _preflight(args: argparse.Namespace, model: str | None) -> None:
+    """The route check of `Runtime.check_route`, before the runtime (its imports, its database)
+    is opened: an unknown model or a missing key is one line in well under a second."""
+    from foya_tui.paths import resolve_paths
+    from foya_tui.runtime.providers.preflight import check_route
+    from foya_tui.runtime.providers.routes import route_for
+    from foya_tui.settings import load_settings
+
+    settings = load_settings(resolve_paths(database=args.db).config_file)
+    check_route(settings, route_for(settings, model))
+
+
 def _open_runtime(args: argparse.Namespace, *, read_only: bool | None = False):
     """The runtime of a command; `read_only` for commands that only read (they open the database
     without its write lock: a running import or turn never blocks them, nor they it). None: for
@@ -191,6 +203,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
     prompt = _read_stdin_text("the prompt") if args.prompt == "-" else args.prompt
     if not prompt.strip():
         raise UsageError("the prompt is empty")
+    if args.run_model or args.model or not args.run_session:
+        _preflight(args, args.run_model or args.model)
     with _open_runtime(args) as runtime:
         route = runtime.route_for(args.run_model or args.model)
         session = (
@@ -389,19 +403,24 @@ def _cmd_compact(args: argparse.Namespace) -> int:
             progress = lambda stage, detail: say(  # noqa: E731 - one line, only here
                 f"foya: {stage}{' ' + detail if detail else ''}…", err=True
             )
-        result = runtime.compact(
-            args.session,
-            runtime.route_for(model) if model else None,
-            progress=progress,
-            use_model=not args.fallback,
-        )
+        route = runtime.route_for(model) if model else None
+        result = runtime.compact(args.session, route, progress=progress, use_model=not args.fallback)
+        offer = None if args.fallback else runtime.fallback_offer(args.session, route, result)
     report = result.report()
+    if offer is not None:
+        report["fallback_offer"] = {"tokens_before": offer.tokens_before, "tokens_after": offer.tokens_after}
     if args.json:
         _print_json(report)
     else:
         after = f" → {result.tokens_after:,}" if result.tokens_after is not None else ""
         checkpoint = f" · checkpoint {result.checkpoint.id[:12]}" if result.checkpoint is not None else ""
-        say(f"{result.outcome}: {result.tokens_before:,}{after} tokens{checkpoint} · {result.reason}")
+        line = f"{result.outcome}: {result.tokens_before:,}{after} tokens{checkpoint} · {result.reason}"
+        if offer is not None:
+            line += (
+                f" · --fallback would make a checkpoint without a model: "
+                f"{offer.tokens_before:,} → {offer.tokens_after:,} tokens"
+            )
+        say(line)
     return EXIT_OK if report["outcome"] in ("accepted", "nothing_to_compact") else EXIT_FAILED
 
 

@@ -37,6 +37,16 @@ class Connection:
     """Endpoint URL for OpenAI-compatible servers (vLLM, LM Studio, a proxy); None = provider default."""
     api_key_env: str | None = None
     """Name of the environment variable holding the API key. The key itself is never stored."""
+    empty_tool_call_content: bool | None = None
+    """Send `"content": ""` instead of null beside an assistant message's tool calls (some
+    OpenAI-compatible servers, llama-cpp-python among them, refuse null). Unset: on for a
+    connection with its own `api_base`, off otherwise."""
+
+    @property
+    def sends_empty_tool_call_content(self) -> bool:
+        if self.empty_tool_call_content is not None:
+            return self.empty_tool_call_content
+        return bool(self.api_base)
 
     def api_key(self, env: Mapping[str, str] | None = None) -> str | None:
         """Read the key at request time; None lets LiteLLM use the provider's standard variable."""

@@ -15,6 +15,7 @@ from foya_tui.settings import Connection, Settings
 pytest_plugins = ["tests.fakes.fixtures"]
 
 FIXED_NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
+FAKE_KEY_VARIABLE = "FOYA_TEST_KEY"
 
 
 @pytest.fixture(autouse=True)
@@ -24,6 +25,9 @@ def isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("FOYA_HOME", str(home))
     monkeypatch.delenv("FOYA_SIM_FAULTS", raising=False)
     monkeypatch.delenv("FOYA_MODEL", raising=False)
+    # `fake_settings` names this variable as its connection's key; the pre-flight refuses a route
+    # whose named key variable is unset, so every test has one (tests that check the key set theirs).
+    monkeypatch.setenv(FAKE_KEY_VARIABLE, "sk-test-default-0000")
     return home
 
 
@@ -56,7 +60,7 @@ def fake_settings(base_url: str, **overrides: object) -> Settings:
     """Settings whose `fake` connection points at the loopback OpenAI-compatible server."""
     connections = {
         "default": Connection(),
-        "fake": Connection(name="fake", api_base=base_url, api_key_env="FOYA_TEST_KEY"),
+        "fake": Connection(name="fake", api_base=base_url, api_key_env=FAKE_KEY_VARIABLE),
     }
     values: dict[str, object] = {"connection": "fake", "connections": connections, "retry_backoff": 0.0}
     values.update(overrides)

@@ -13,7 +13,7 @@ from typing import Any
 
 from foya_tui.paths import FoyaPaths
 from foya_tui.runtime.compaction.attempt import CompactionResult, ProgressCallback, Proposal
-from foya_tui.runtime.compaction.failures import Trigger
+from foya_tui.runtime.compaction.failures import Outcome, Trigger
 from foya_tui.runtime.compaction.native import ProviderNativeCompactor
 from foya_tui.runtime.compaction.report import (
     CoveredBy,
@@ -32,6 +32,7 @@ from foya_tui.runtime.fork import ForkedSession, fork_session
 from foya_tui.runtime.model import Event, EventKind, SessionInfo
 from foya_tui.runtime.providers.catalog import model_info, simulator_models
 from foya_tui.runtime.providers.client import CancelToken, ProviderClient
+from foya_tui.runtime.providers.preflight import check_route, route_problem
 from foya_tui.runtime.providers.routes import Route, route_for
 from foya_tui.runtime.session import RetryPolicy, Session, ToolRuntime
 from foya_tui.runtime.store import (
@@ -54,6 +55,11 @@ from foya_tui.runtime.view.history import rewound, valid_events
 from foya_tui.runtime.view.recovery import CheckpointReader
 from foya_tui.settings import Settings, SettingsError
 
+FALLBACK_OFFERED = frozenset({Outcome.FAILED, Outcome.SUPPRESSED})
+"""How a manual compaction with the model may end for the deterministic fallback to be offered:
+its summaries failed (or the same attempt failed before). A valid summary that acceptance
+rejected (it would not shrink the projection, SPEC C-12) is reported as it is."""
+
 
 @dataclass(frozen=True)
 class RouteOption:
@@ -62,6 +68,8 @@ class RouteOption:
     route: Route
     window: int | None
     has_baseline: bool
+    problem: str | None = None
+    """Why this route cannot be sent (unknown model, missing key), one line; None when it can."""
 
 
 @dataclass(frozen=True)
@@ -114,6 +122,9 @@ class Runtime:
         self.store = EventStore(self._database, clock=clock)
         self.compaction_store = CompactionStore(self._database, self.store)
         self.checkpoints = CheckpointReader(self.store, self.compaction_store)
+        # Pre-flight belongs to the real provider path: a client given by the caller (tests, a
+        # scripted provider) decides for itself what it can send.
+        self._checks_routes = client is None
         if client is None:
             from foya_tui.runtime.providers.litellm_client import LiteLLMClient
 
@@ -156,6 +167,16 @@ class Runtime:
         """The route of a model under these settings (pure: touches neither SQLite nor a provider)."""
         return route_for(self.settings, model, connection)
 
+    def check_route(self, route: Route) -> None:
+        """Raise RouteError (one line, exit 2) when `route` cannot be sent: its model string has
+        no provider LiteLLM knows, or its key is missing. No network, nothing written."""
+        if self._checks_routes:
+            check_route(self.settings, route)
+
+    def route_problem(self, route: Route) -> str | None:
+        """`check_route`'s line, or None (what the route switcher shows beside a route)."""
+        return route_problem(self.settings, route) if self._checks_routes else None
+
     def summary_routes(self, route: Route) -> list[Route]:
         """Where a session on `route` asks for summaries: the separate summary route of
         `[compaction] model` first (its own window and budget), then the session's own route."""
@@ -174,7 +195,9 @@ class Runtime:
             route = self.route_for(model)
             if route.id not in options:
                 info = model_info(model, self.settings.model_settings(model))
-                options[route.id] = RouteOption(route, info.window, route.id in measured)
+                options[route.id] = RouteOption(
+                    route, info.window, route.id in measured, self.route_problem(route)
+                )
         return list(options.values())
 
     # -- sessions -------------------------------------------------------------------------
@@ -196,9 +219,13 @@ class Runtime:
             ),
             retry=RetryPolicy(self.settings.max_retries, self.settings.retry_backoff),
             compaction=self.compaction,
+            preflight=self.check_route,
         )
 
     def new_session(self, route: Route | None = None) -> Session:
+        """Create a session on `route`; raises RouteError first, creating nothing, when the route
+        cannot be sent."""
+        self.check_route(route or self.route_for())
         info = self.store.create_session(workspace=str(self.workdir))
         return self._session(info, route)
 
@@ -341,6 +368,18 @@ class Runtime:
             progress=progress,
             use_model=use_model,
         )
+
+    def fallback_offer(
+        self, id_or_prefix: str, route: Route | None, failed: CompactionResult
+    ) -> Proposal | None:
+        """After a manual compaction with the model ended without a checkpoint because its
+        summaries failed (`FALLBACK_OFFERED`): the deterministic fallback's validated candidate,
+        not committed, to offer in its place (issue 18); None when there is none to offer. A
+        hook's veto is not offered one (SPEC K-7), nor is a fallback that itself failed."""
+        if failed.outcome not in FALLBACK_OFFERED or failed.producer == "fallback":
+            return None
+        proposed = self.propose_compaction(id_or_prefix, route, use_model=False)
+        return proposed if isinstance(proposed, Proposal) else None
 
     def commit_compaction(self, proposal: Proposal) -> CompactionResult:
         """Commit a proposal the user accepted (it is refused if history moved on meanwhile)."""

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import queue
 import threading
-from collections.abc import Generator, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -115,8 +115,11 @@ class Session:
         tools: ToolRuntime | None = None,
         retry: RetryPolicy = RetryPolicy(),
         compaction: CompactionService | None = None,
+        preflight: Callable[[Route], None] | None = None,
     ) -> None:
-        """Without `compaction`, nothing is ever compacted (the request goes as compiled)."""
+        """Without `compaction`, nothing is ever compacted (the request goes as compiled).
+        `preflight` raises an InputError for a route that cannot be sent (unknown model, missing
+        key); a turn checks it before it writes anything."""
         self.store = store
         self.info = info
         self.route = route
@@ -125,6 +128,7 @@ class Session:
         self._tools = tools
         self._retry = retry
         self._compaction = compaction
+        self._preflight = preflight
         self._budget_compaction_blocked = False
         """Set when a budget compaction in this turn did not succeed: the turn does not retry it
         (the provider judges the request; a fingerprint suppresses the same attempt next turn)."""
@@ -151,6 +155,8 @@ class Session:
         cleaned = clean_user_text(text)
         if not cleaned:
             raise EmptyMessageError("the message is empty")
+        if self._preflight is not None:
+            self._preflight(self.route)  # before the user message is written: nothing half-made
         (user_event,) = self.store.append(self.id, [NewEvent(EventKind.USER_MESSAGE, {"text": cleaned})])
         if not self.info.title:
             title = " ".join(cleaned.split())[:TITLE_LENGTH]
@@ -386,6 +392,9 @@ class Session:
                         "revision": view.revision,
                         "fixed_tokens": view.layers.fixed,
                         "estimate": view.estimate.total,
+                        # The uncalibrated local count of the same request: real / this is the
+                        # route's calibration sample (tracker.calibration).
+                        "local_tokens": view.layers.total,
                         "usage": usage.to_payload() if usage else None,
                     },
                 )

@@ -329,7 +329,11 @@ class Bridge(Widget):
                 use_model=use_model,
             )
             if isinstance(proposed, CompactionResult):
-                self.post_message(CompactionEnded(proposed.report()))
+                offer = runtime.fallback_offer(session.id, session.route, proposed) if use_model else None
+                if offer is not None and not cancel.cancelled:
+                    self.post_message(CompactionProposed(offer, model_failure=proposed.reason))
+                else:
+                    self.post_message(CompactionEnded(proposed.report()))
             else:
                 self.post_message(CompactionProposed(proposed))
         except Exception as exc:

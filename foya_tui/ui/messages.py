@@ -238,9 +238,12 @@ class CompactionStaged(Message):
 class CompactionProposed(Message):
     """The manual compaction made a validated candidate; nothing is committed until the user accepts."""
 
-    def __init__(self, proposal: Proposal) -> None:
+    def __init__(self, proposal: Proposal, model_failure: str | None = None) -> None:
+        """`model_failure`: why the model's attempt ended without a checkpoint, when this is the
+        deterministic fallback offered in its place."""
         super().__init__()
         self.proposal = proposal
+        self.model_failure = model_failure
 
 
 class CompactionEnded(Message):

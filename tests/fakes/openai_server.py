@@ -27,6 +27,18 @@ the request's `model` field and answers accordingly:
 - `garbage`: HTTP 200 whose body (or every SSE data line) is not JSON.
 - `midstream-error`: a stream that dies after three chunks, without the final chunk or [DONE];
   without streaming, a body cut off half-way.
+- `empty-stream`: llama-cpp-python's answer to an over-long request: streamed, HTTP 200 with an
+  SSE body that carries no chunk at all; without streaming, its 400 `exceed_context_size_error`.
+- `empty`: streamed, the same empty SSE body; without streaming, a reply whose content is "" with
+  no usage: a reply that truly says nothing.
+- `error-body`: HTTP 200 whose body (or only SSE data line) is `{"error": …}` from a server that
+  failed while answering (llama-cpp-python's `KeyError: 'content'`).
+- `error-body-overflow`: the same, with an overflow error (`exceed_context_size_error`) inside.
+- `tools-legacy`: like `tools`, but each call also arrives as a legacy `function_call`, as some
+  local servers send both.
+- `tools-content`: like `tools` until the request holds a tool result, then like `ok`; answers
+  HTTP 500 when the request holds an assistant message
+  with `tool_calls` whose `content` is null or absent, as llama-cpp-python does.
 - the names in `ERROR_RESPONSES` (`overflow-*`, `ratelimit`, `quota`, `auth`, `servererror`): the
   documented HTTP error status and JSON body, whether or not streaming was requested.
 - anything else: HTTP 404 `model_not_found`.
@@ -181,6 +193,17 @@ ERROR_RESPONSES: Mapping[str, ErrorResponse] = {
             }
         },
     ),
+    "forbidden": ErrorResponse(
+        status=403,
+        body={
+            "error": {
+                "message": "Project does not have access to this model.",
+                "type": "invalid_request_error",
+                "param": None,
+                "code": "model_not_allowed",
+            }
+        },
+    ),
     "auth": ErrorResponse(
         status=401,
         body={
@@ -206,8 +229,32 @@ ERROR_RESPONSES: Mapping[str, ErrorResponse] = {
 }
 
 # Scenarios that produce a normal (non-error) assistant turn.
-REPLY_SCENARIOS = ("ok", "nousage", "zerousage", "tools", "length", "slow", "summary", "parallel", "hostile")
-SCENARIOS: tuple[str, ...] = (*REPLY_SCENARIOS, "garbage", "midstream-error", *ERROR_RESPONSES)
+REPLY_SCENARIOS = (
+    "ok",
+    "nousage",
+    "zerousage",
+    "tools",
+    "length",
+    "slow",
+    "summary",
+    "parallel",
+    "tools-legacy",
+    "tools-content",
+    "hostile",
+)
+# Scenarios of servers that answer 200 without a usable reply.
+EMPTY_SCENARIOS = ("empty-stream", "empty", "error-body", "error-body-overflow")
+SCENARIOS: tuple[str, ...] = (
+    *REPLY_SCENARIOS,
+    "garbage",
+    "midstream-error",
+    *EMPTY_SCENARIOS,
+    *ERROR_RESPONSES,
+)
+SERVER_FAILURE_BODY = {
+    "error": {"message": "'content'", "type": "KeyError", "code": 500},
+}
+"""What llama-cpp-python's server puts in a 200 body when its handler raised."""
 
 
 @dataclass(frozen=True)
@@ -329,6 +376,16 @@ def count_prompt_tokens(messages: tuple[Mapping[str, Any], ...]) -> int:
     return max(total, 1)
 
 
+def whole_request_tokens(body: Mapping[str, Any], request: ChatRequest, scale: float | None) -> int:
+    """The prompt count: `count_prompt_tokens`, or with a `token_scale`, a tokenizer that counts
+    the whole request as real servers do (tool schemas too, len // 4) and `scale` times finer."""
+    if scale is None:
+        return count_prompt_tokens(request.messages)
+    tools = body.get("tools")
+    schema = len(json.dumps(tools)) // 4 if isinstance(tools, list) else 0
+    return max(1, round((count_prompt_tokens(request.messages) + schema) * scale))
+
+
 def overflow_response(window: int, prompt_tokens: int) -> ErrorResponse:
     """OpenAI's context-length error, stating this server's window and the request's size."""
     error = dict(ERROR_RESPONSES["overflow-openai"].body["error"])
@@ -337,6 +394,14 @@ def overflow_response(window: int, prompt_tokens: int) -> ErrorResponse:
         f"{prompt_tokens} tokens. Please reduce the length of the messages."
     )
     return ErrorResponse(status=400, body={"error": error})
+
+
+def null_content_beside_tool_calls(request: ChatRequest) -> bool:
+    """Whether an assistant message carries tool calls with `content` null or absent."""
+    return any(
+        message.get("role") == "assistant" and message.get("tool_calls") and message.get("content") is None
+        for message in request.messages
+    )
 
 
 def is_compaction_request(messages: tuple[Mapping[str, Any], ...]) -> bool:
@@ -422,7 +487,8 @@ def parallel_reply(request: ChatRequest, plan: ParallelPlan) -> Reply:
 
 def build_reply(request: ChatRequest, parallel: ParallelPlan = ParallelPlan()) -> Reply:
     prompt_tokens = count_prompt_tokens(request.messages)
-    if request.model == "tools":
+    answered = any(message.get("role") == "tool" for message in request.messages)
+    if request.model in ("tools", "tools-legacy") or (request.model == "tools-content" and not answered):
         return Reply(
             content=None,
             finish_reason="tool_calls",
@@ -467,6 +533,9 @@ def completion_json(completion_id: str, model: str, reply: Reply) -> dict[str, A
     message: dict[str, Any] = {"role": "assistant", "content": reply.content, "refusal": None}
     if reply.tool_calls:
         message["tool_calls"] = [tool_call_json(call, call.arguments) for call in reply.tool_calls]
+        if model == "tools-legacy":
+            first = reply.tool_calls[0]
+            message["function_call"] = {"name": first.name, "arguments": first.arguments}
     body: dict[str, Any] = {
         "id": completion_id,
         "object": "chat.completion",
@@ -518,11 +587,16 @@ def stream_chunks(completion_id: str, request: ChatRequest, reply: Reply) -> lis
         # carry the index; parallel calls follow one another.
         for index, call in enumerate(reply.tool_calls):
             opening: dict[str, Any] = {"tool_calls": [{"index": index, **tool_call_json(call, "")}]}
+            if request.model == "tools-legacy":
+                opening["function_call"] = {"name": call.name, "arguments": ""}
             if index == 0:
                 opening = {"role": "assistant", "content": None, **opening}
             add(opening)
             for piece in call.pieces:
-                add({"tool_calls": [{"index": index, "function": {"arguments": piece}}]})
+                delta: dict[str, Any] = {"tool_calls": [{"index": index, "function": {"arguments": piece}}]}
+                if request.model == "tools-legacy":
+                    delta["function_call"] = {"arguments": piece}
+                add(delta)
     else:
         add({"role": "assistant", "content": ""})
         for piece in split_for_streaming(reply.content or ""):
@@ -550,7 +624,9 @@ class _FakeOpenAIHTTPServer(ThreadingHTTPServer):
         window: Callable[[], int | None],
         parallel: Callable[[], ParallelPlan],
         handler: type[BaseHTTPRequestHandler] | None = None,
+        token_scale: Callable[[], float | None] = lambda: None,
     ) -> None:
+        self.token_scale = token_scale
         self.record = record
         self.next_completion_id = next_id
         self.window = window
@@ -618,7 +694,7 @@ class _Handler(BaseHTTPRequestHandler):
         )
         error = ERROR_RESPONSES.get(request.model)
         window = self.server.window()
-        prompt_tokens = count_prompt_tokens(request.messages)
+        prompt_tokens = whole_request_tokens(body, request, self.server.token_scale())
         if window is not None and request.model in SCENARIOS and prompt_tokens > window:
             error = overflow_response(window, prompt_tokens)
         overflow = error is not None and (
@@ -630,14 +706,18 @@ class _Handler(BaseHTTPRequestHandler):
             prompt_tokens=prompt_tokens,
             overflow=overflow,
         )
+        if error is None and request.model == "tools-content" and null_content_beside_tool_calls(request):
+            error = ErrorResponse(status=500, body=SERVER_FAILURE_BODY)
         if error is not None:
             self._send_json(error.status, error.body, error.headers)
+        elif request.model in EMPTY_SCENARIOS:
+            self._send_empty(request)
         elif request.model == "garbage":
             self._send_garbage(request)
         elif request.model == "midstream-error":
             self._send_broken(request)
         elif request.model in REPLY_SCENARIOS:
-            self._send_reply(request)
+            self._send_reply(request, body)
         else:
             self._send_json(
                 404,
@@ -652,9 +732,14 @@ class _Handler(BaseHTTPRequestHandler):
 
     # --- scenario answers ------------------------------------------------------------------
 
-    def _send_reply(self, request: ChatRequest) -> None:
+    def _send_reply(self, request: ChatRequest, body: Mapping[str, Any]) -> None:
         completion_id = self.server.next_completion_id()
         reply = build_reply(request, self.server.parallel())
+        if reply.usage is not None and self.server.token_scale() is not None:
+            usage = Usage(
+                whole_request_tokens(body, request, self.server.token_scale()), reply.usage.completion_tokens
+            )
+            reply = Reply(reply.content, reply.finish_reason, usage, reply.tool_calls)
         delay = SLOW_CHUNK_DELAY_SECONDS if request.model == "slow" else 0.0
         if not request.stream:
             time.sleep(delay)
@@ -665,6 +750,33 @@ class _Handler(BaseHTTPRequestHandler):
             self._write_chunk(sse_event(json.dumps(chunk)))
             time.sleep(delay)
         self._write_chunk(sse_event("[DONE]"))
+        self._end_stream()
+
+    def _send_empty(self, request: ChatRequest) -> None:
+        """HTTP 200 without a usable reply: no chunk at all, or an error object as the body."""
+        if request.model in ("error-body", "error-body-overflow"):
+            body = (
+                ERROR_RESPONSES["overflow-llamacpp"].body
+                if request.model == "error-body-overflow"
+                else SERVER_FAILURE_BODY
+            )
+            if not request.stream:
+                self._send_json(200, body)
+                return
+            self._start_stream()
+            self._write_chunk(sse_event(json.dumps(body)))
+            self._write_chunk(sse_event("[DONE]"))
+            self._end_stream()
+            return
+        if not request.stream:
+            if request.model == "empty-stream":
+                overflow = ERROR_RESPONSES["overflow-llamacpp"]
+                self._send_json(overflow.status, overflow.body)
+            else:
+                reply = Reply(content="", finish_reason="stop", usage=None)
+                self._send_json(200, completion_json(self.server.next_completion_id(), request.model, reply))
+            return
+        self._start_stream()
         self._end_stream()
 
     def _send_garbage(self, request: ChatRequest) -> None:
@@ -763,6 +875,10 @@ class FakeOpenAIServer:
         self, window: int | None = None, *, parallel_paths: tuple[str, ...] = (), parallel_steps: int = 0
     ) -> None:
         self.window = window
+        self.token_scale: float | None = None
+        """When set, prompt counts (usage, the window check) cover the whole request, tool schemas
+        included, this many times finer than `count_prompt_tokens`: a tokenizer unlike Foya's
+        estimate, as Gemma's is on numbers (settable while running)."""
         self.parallel_paths = tuple(parallel_paths)
         self.parallel_steps = parallel_steps
         self._lock = threading.Lock()
@@ -780,6 +896,7 @@ class FakeOpenAIServer:
             lambda: self.window,
             lambda: ParallelPlan(tuple(self.parallel_paths), self.parallel_steps),
             self.handler_class,
+            lambda: self.token_scale,
         )
         # A short poll interval makes stop() quick: shutdown() waits for serve_forever to notice it.
         self._thread = threading.Thread(

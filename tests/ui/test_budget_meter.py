@@ -498,3 +498,28 @@ async def test_the_bar_colours_follow_the_theme(app: FoyaApp, wait_until) -> Non
             assert pinned is not None and pinned.color is not None
             drawn = Color.from_rich_color(pinned.color)
             assert close(drawn, app.current_theme.variables["meter-pinned"]), theme
+
+
+async def test_a_route_that_cannot_be_sent_is_marked_and_not_switched_to(
+    make_runtime: Callable[..., Runtime], wait_until, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 18: the same pre-flight as `foya run`, in the switcher: the route's problem is shown
+    beside it, and choosing it keeps the switcher open with the problem in its help line."""
+    from foya_tui.settings import ModelSettings
+
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    app = FoyaApp(make_runtime(Settings(retry_backoff=0.0, models={"anthropic/claude-x": ModelSettings()})))
+    async with app.run_test(size=WIDE) as pilot:
+        await preview_shown(pilot, wait_until)
+        switcher = await open_switcher(pilot, wait_until)
+        index = next(
+            i for i, option in enumerate(switcher.options) if option.route.model == "anthropic/claude-x"
+        )
+        assert "set ANTHROPIC_API_KEY" in (switcher.options[index].problem or "")
+        assert "✗ anthropic/claude-x: no API key" in visible_text(switcher.query_one(OptionList))
+        switcher.query_one(OptionList).highlighted = index
+        await pilot.press("enter")
+        await wait_until(
+            pilot, lambda: "ANTHROPIC_API_KEY" in visible_text(switcher.query_one("#route-help"))
+        )
+        assert app.screen is switcher and reading(app).model == "foya-sim/small"

@@ -4,6 +4,7 @@ compaction that waits. They assert the Bridge's messages, the store and what the
 
 from __future__ import annotations
 
+import time
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -12,6 +13,7 @@ import pytest
 from textual.command import CommandList
 from textual.message import Message
 from textual.pilot import Pilot
+from textual.widgets import Button
 
 from foya_tui.paths import FoyaPaths
 from foya_tui.runtime.model import EventKind
@@ -692,3 +694,28 @@ def test_a_compaction_is_a_visible_drop_in_the_sparkline() -> None:
     line = sparkline([3_100, 3_900, 4_800, 2_100, 2_400], 5)
     assert line == "▆▇█▄▅"
     assert line[3] < line[2]
+
+
+async def test_a_failed_manual_compaction_offers_the_fallback_in_the_dialog(
+    scripted: Callable[..., Runtime], send: Send, wait_until
+) -> None:
+    """Issue 18: the model's summaries are rejected; the candidate dialog then shows the
+    deterministic fallback, says why the model's failed, and its button commits the fallback."""
+    replies = [long_message(index) for index in range(6)]
+    bad = "## Goal\nonly one section [seq 9999]"
+    runtime = scripted(ScriptedClient(*replies, summaries=[bad] * 10))
+    app = FoyaApp(runtime)
+    async with app.run_test(size=WIDE) as pilot:
+        for text in ("one", "two", "three", "four", "five", "six"):
+            await send(pilot, text)
+        dialog = await candidate_shown(pilot, wait_until)
+        assert dialog.model_failure and dialog.checkpoint.producer == "fallback"
+        shown = visible_text(dialog)
+        assert "The model's summary failed: " in shown
+        assert str(dialog.query_one("#accept", Button).label) == "Use the fallback (a)"
+        await wait_until(pilot, lambda: time.monotonic() - dialog._opened > dialog.GRACE_SECONDS)
+        await pilot.click("#accept")
+        await compaction_done(pilot, wait_until)
+        session = app.session
+        assert session is not None
+        assert runtime.inspect(session.id).current_id == dialog.checkpoint.id

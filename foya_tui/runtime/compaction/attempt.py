@@ -115,10 +115,13 @@ class Attempt:
     """Why the fallback was used, for the accepted checkpoint's diagnostic."""
     earlier_requests: int = 0
     """Requests spent on the paths tried before this one (native, another summary route)."""
+    earlier_calibration: list[tuple[str, int, int]] = field(default_factory=list)
+    """The calibration samples of those paths' summary replies (see RequestBudget.calibration)."""
 
     def restart(self, producer: Producer, summary_route: Route | None = None) -> None:
         """Begin the next path (native, text on a route, fallback) of the same compaction."""
         self.earlier_requests += self.requests.spent
+        self.earlier_calibration += self.requests.calibration
         self.requests = RequestBudget(0)
         self.producer = producer
         self.summary_route = summary_route
@@ -166,6 +169,7 @@ class Attempt:
             producer=self.producer,
             workspace=self.workspace,
             summariser_failed=summariser_failed,
+            calibration=(*self.earlier_calibration, *self.requests.calibration),
         )
 
     def result(

@@ -102,9 +102,18 @@ class Diagnostic:
     """The normalised workspace: with the session, the circuit breaker's key (SPEC K-11)."""
     summariser_failed: bool = False
     """True when a model's summary failed here: it counts toward the circuit breaker (K-11)."""
+    calibration: tuple[tuple[str, int, int], ...] = ()
+    """(route id, real input tokens, local estimate) of the summary replies that reported usage."""
 
     def to_payload(self) -> dict[str, Any]:
+        extra: dict[str, Any] = {}
+        if self.calibration:
+            extra["calibration"] = [
+                {"route_id": route_id, "input_tokens": real, "local_tokens": local}
+                for route_id, real, local in self.calibration
+            ]
         return {
+            **extra,
             "trigger": str(self.trigger),
             "phase": self.phase,
             "stage": str(self.stage),

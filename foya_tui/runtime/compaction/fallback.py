@@ -11,11 +11,13 @@ The result is an ordinary V3 text checkpoint: it passes the same acceptance as a
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from foya_tui.runtime.compaction.planner import Plan
+from foya_tui.runtime.compaction.summary import FENCE, SEQ_REFERENCE
 from foya_tui.runtime.model import Role
 from foya_tui.runtime.providers.summary_format import IMAGE_PLACEHOLDER
 from foya_tui.runtime.text import content_text
@@ -39,9 +41,24 @@ class FallbackResult:
     kept_messages: tuple[Mapping[str, Any], ...]
 
 
+# What quoted text must not carry into the fallback's own segment, which passes the same C-9
+# checks as a model's: bracketed truncation markers, a heading or a fence at the start of a line.
+_MARKERS = re.compile(r"\[(truncated|…|\.\.\.)\]|<truncated>|\(truncated\)", re.IGNORECASE)
+_LINE_START = re.compile(r"^(\s*)(#|```|~~~)", re.MULTILINE)
+
+
+def _neutral(text: str) -> str:
+    """Quoted words, made unable to fail the segment's validation: `[seq N]` becomes `(seq N)`, so
+    the fallback cites only the seqs of its own lines, all inside its range (a rejected summary's
+    reason quotes references outside it); markers and line-start headings or fences are defused."""
+    text = SEQ_REFERENCE.sub(lambda match: f"({match.group(0)[1:-1]})", text)
+    text = _MARKERS.sub(lambda match: match.group(0).strip("[]<>()"), text)
+    return _LINE_START.sub(lambda match: f"{match.group(1)}'{match.group(2)}", text)
+
+
 def _flat(text: str, limit: int) -> str:
     flat = " ".join(text.split())
-    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+    return _neutral(flat if len(flat) <= limit else flat[: limit - 1] + "…")
 
 
 def _capped(text: str, limit: int) -> str:
@@ -141,6 +158,8 @@ def fallback_summary(
         if room > 0 and counter.count(previous) > room:
             chars = len(previous) * room // max(1, counter.count(previous))
             previous = _capped(previous, max(MIN_CUT_CHARS, chars))
+            if len(FENCE.findall(previous)) % 2:  # the cut fell inside a code block: close it
+                previous += "\n```"
         if room > 0:
             head.append("Earlier summary (absorbed into this segment):\n" + previous)
             used += counter.count(previous) + 8

@@ -95,14 +95,18 @@ def plan_compaction(
     else:
         if phase is Phase.MID_TURN and len(after_anchor) < min_steps:
             return NothingToCompact(
-                f"mid_turn needs {min_steps} complete steps after the anchor; "
-                f"there are {len(after_anchor)}"
+                f"mid_turn needs {min_steps} complete steps after the anchor; there are {len(after_anchor)}"
             )
         # Everything before the latest complete work step (which stays verbatim: SPEC C-3).
         last = (after_anchor[-1] - 1) if after_anchor else len(units) - 1
     covered = tuple(unit for unit in units[: last + 1] if unit.first_seq > covered_through)
     if not covered:
-        return NothingToCompact("everything that may be compacted is already covered by the checkpoint")
+        if covered_through:
+            return NothingToCompact("everything that may be compacted is already covered by the checkpoint")
+        # No checkpoint yet: what is left is the anchor's turn and the latest step, kept verbatim.
+        return NothingToCompact(
+            "there is nothing old enough to compact yet: the latest request and its last step stay verbatim"
+        )
     if all(unit.first_seq == anchor_seq for unit in covered):
         return NothingToCompact("only the anchor would be covered, and it stays verbatim")
     return Plan(

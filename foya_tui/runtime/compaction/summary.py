@@ -61,7 +61,7 @@ REPAIR_INSTRUCTION = (
 TRUNCATION_MARKERS = re.compile(
     r"(\[truncated\]|\[…\]|\[\.\.\.\]|<truncated>|\(truncated\)|…\s*$|\.\.\.\s*$)", re.IGNORECASE
 )
-_FENCE = re.compile(r"^\s*(```|~~~)", re.MULTILINE)
+FENCE = re.compile(r"^\s*(```|~~~)", re.MULTILINE)
 _CLOSING_TAGS = re.compile(
     r"</(" + "|".join((TRANSCRIPT_TAG, PREVIOUS_SUMMARY_TAG, MUST_MENTION_TAG, REPAIR_TAG)) + ")>"
 )
@@ -180,14 +180,14 @@ def request_messages(
     )
 
 
-_SEQ_REFERENCE = re.compile(r"\[seq\s+(\d+)(?:\s*[–—-]\s*(\d+))?\]", re.IGNORECASE)
+SEQ_REFERENCE = re.compile(r"\[seq\s+(\d+)(?:\s*[–—-]\s*(\d+))?\]", re.IGNORECASE)
 
 
 def out_of_range_references(text: str, seq_range: tuple[int, int]) -> list[str]:
     """`[seq a–b]` references that point outside the events a summary covers (provenance)."""
     first, last = seq_range
     wrong = []
-    for match in _SEQ_REFERENCE.finditer(text):
+    for match in SEQ_REFERENCE.finditer(text):
         start = int(match.group(1))
         end = int(match.group(2)) if match.group(2) else start
         if start < first or end > last or end < start:
@@ -228,7 +228,7 @@ def summary_problems(text: str, finish_reason: str, seq_range: tuple[int, int] |
             body = text[bounds[index] + len(heading) : bounds[index + 1]]
             if not re.search(r"\w", body):
                 problems.append(f"section {heading} has no content")
-    if len(_FENCE.findall(text)) % 2:
+    if len(FENCE.findall(text)) % 2:
         problems.append("a code fence is not closed")
     if TRUNCATION_MARKERS.search(text.rstrip()):
         problems.append("the summary ends with or contains a truncation marker")

@@ -21,6 +21,7 @@ from foya_tui.runtime.model import Usage
 from foya_tui.runtime.providers.client import CancelToken, Completion, ProviderClient, ProviderRequest
 from foya_tui.runtime.providers.errors import FailureKind, ProviderError
 from foya_tui.runtime.providers.routes import Route
+from foya_tui.runtime.tokens import count_messages, counter_for_model
 from foya_tui.runtime.view.ledger import Ledger
 
 RequestBuilder = Callable[[Sequence[str], int], tuple[Mapping[str, Any], ...] | None]
@@ -53,6 +54,10 @@ class RequestBudget:
     def __init__(self, limit: int) -> None:
         self.limit = limit
         self.spent = 0
+        self.calibration: list[tuple[str, int, int]] = []
+        """(route id, real input tokens, local estimate) of each summary reply that reported usage:
+        where streams carry no usage (llama.cpp's server), summaries still teach the route's
+        tokenizer (recorded with the attempt's diagnostic, read by the context index)."""
 
     def spend(self) -> None:
         if self.spent >= self.limit:
@@ -110,6 +115,9 @@ class TextCompactor:
             ) from None
         if completion.finish_reason == "cancelled" or cancel.cancelled:
             raise CompactionCancelled()
+        if completion.usage is not None and completion.usage.input_tokens:
+            local = count_messages(messages, counter_for_model(route.model))
+            budget.calibration.append((route.id, completion.usage.input_tokens, local))
         return completion
 
     def summarise(

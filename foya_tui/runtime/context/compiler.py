@@ -25,7 +25,12 @@ from foya_tui.runtime.context.report import LayerTokens
 from foya_tui.runtime.context.request import MessageSequence, RequestView
 from foya_tui.runtime.context.sources import load_sources
 from foya_tui.runtime.context.tool_results import shortened_count
-from foya_tui.runtime.context.tracker import estimate_request, latest_baseline
+from foya_tui.runtime.context.tracker import (
+    NO_CALIBRATION,
+    calibration,
+    estimate_request,
+    latest_baseline,
+)
 from foya_tui.runtime.model import AttachmentRef, Message, Role
 from foya_tui.runtime.providers.catalog import ModelInfo, model_info
 from foya_tui.runtime.providers.routes import Route
@@ -501,6 +506,10 @@ class ContextCompiler:
             local_total=layers.total,
             entry_seqs=state.seqs,
             entry_roles=state.roles,
+            # A model's own tokenizer needs no calibration: only char-weight estimates learn.
+            calibration=(
+                NO_CALIBRATION if counter.exact else calibration(state.calibration_samples.get(route.id, ()))
+            ),
             tokens_from=lambda index: (
                 view.prefix(count)
                 - view.prefix(min(max(index, start), count))

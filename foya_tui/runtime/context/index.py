@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from foya_tui.runtime.context.tool_results import shortened_text
+from foya_tui.runtime.context.tracker import calibration_sample
 from foya_tui.runtime.digests import canonical_json, digest_of
 from foya_tui.runtime.model import Event, EventKind, Role
 from foya_tui.runtime.store import EventStore
@@ -232,6 +233,9 @@ class SessionIndex:
         self.session_id = session_id
         self.lock = threading.Lock()
         self.last_seq = 0
+        self.calibration_samples: dict[str, list[tuple[int, int]]] = {}
+        """Per route, (real input tokens, local estimate) of every recorded request, rewound ones
+        included: what a tokenizer counts does not change when history is rewound. Never reset."""
         self._reset()
 
     def _reset(self) -> None:
@@ -271,6 +275,20 @@ class SessionIndex:
         new = store.events(self.session_id, after_seq=self.last_seq)
         if not new:
             return
+        for event in new:
+            if event.problem is not None:
+                continue
+            if event.kind is EventKind.PROVIDER_USAGE:
+                records: Sequence[Any] = (event.payload,)
+            elif event.kind is EventKind.COMPACTION_DIAGNOSTIC:
+                records = event.payload.get("calibration") or ()  # summary replies (non-streamed)
+            else:
+                continue
+            for record in records:
+                sample = calibration_sample(record) if isinstance(record, Mapping) else None
+                route_id = record.get("route_id") if isinstance(record, Mapping) else None
+                if sample is not None and isinstance(route_id, str):
+                    self.calibration_samples.setdefault(route_id, []).append(sample)
         if any(event.kind in _CHECKPOINT_EVENTS for event in new):
             self.checkpoints = None
         self.last_seq = new[-1].seq

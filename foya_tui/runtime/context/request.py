@@ -87,9 +87,21 @@ class RequestView:
         it micro-compaction and snip may run, LLM compaction and handoff may not (SPEC K-5)."""
         return self.model.window is not None or self.estimate.source is not EstimateSource.ESTIMATE
 
+    @property
+    def max_output_tokens(self) -> int:
+        """The reply's cap sent as `max_tokens`: the output reserve the budget kept (SPEC B-1, B-2),
+        never above the model's output limit. Without it a base model on a local server writes to
+        the end of its window."""
+        limit = self.model.max_output
+        return min(self.budget.output_reserve, limit) if limit else self.budget.output_reserve
+
     def provider_request(self) -> ProviderRequest:
         return ProviderRequest(
-            route=self.route, messages=tuple(self.messages), tools=self.tools, native_state=self.native_state
+            route=self.route,
+            messages=tuple(self.messages),
+            tools=self.tools,
+            max_output_tokens=self.max_output_tokens,
+            native_state=self.native_state,
         )
 
     def report(self) -> ContextReport:

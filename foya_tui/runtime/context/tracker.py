@@ -8,6 +8,7 @@ measurement still describes the current payload, and which does not.
 from __future__ import annotations
 
 import bisect
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
@@ -81,6 +82,55 @@ class UsageBaseline:
         )
 
 
+CALIBRATION_BOUNDS = (0.5, 3.0)
+"""A calibration factor never leaves this range: one odd usage figure must not wreck the budget."""
+CALIBRATION_SMOOTHING = 0.5
+"""Weight of the newest sample in the running factor (exponential smoothing)."""
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """How far a route's real tokenizer is from the local count: real input tokens / the local
+    estimate of the same request, smoothed over the route's requests (issue 18). Local counts
+    are estimates for every model without a bundled tokenizer (Gemma, Llama, Claude, …)."""
+
+    factor: float = 1.0
+    samples: int = 0
+
+    def apply(self, tokens: int) -> int:
+        return math.ceil(tokens * self.factor) if self.samples else tokens
+
+    @property
+    def note(self) -> str:
+        return f"calibrated on {self.samples} request{'s' if self.samples != 1 else ''}"
+
+
+NO_CALIBRATION = Calibration()
+
+
+def calibration_sample(payload: Mapping[str, Any]) -> tuple[int, int] | None:
+    """(real input tokens, local estimate) of one recorded request, when both are known: a
+    provider_usage payload (`usage.input_tokens`) or a summary's record (`input_tokens`)."""
+    usage = payload.get("usage")
+    local = payload.get("local_tokens")
+    real = usage.get("input_tokens") if isinstance(usage, Mapping) else payload.get("input_tokens")
+    if not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in (local, real)):
+        return None
+    return real, local  # type: ignore[return-value]
+
+
+def calibration(samples: Sequence[tuple[int, int]]) -> Calibration:
+    """The smoothed, bounded factor of a route's (real, local) samples, oldest first."""
+    low, high = CALIBRATION_BOUNDS
+    factor: float | None = None
+    for real, local in samples:
+        ratio = min(high, max(low, real / local))
+        factor = ratio if factor is None else factor + CALIBRATION_SMOOTHING * (ratio - factor)
+    if factor is None:
+        return NO_CALIBRATION
+    return Calibration(factor=round(factor, 4), samples=len(samples))
+
+
 def latest_baseline(usage_events: Sequence[Event], route_id: str) -> UsageBaseline | None:
     """The newest usage record of this route (SPEC B-9: never another route's)."""
     for event in reversed(usage_events):
@@ -98,6 +148,7 @@ def estimate_request(
     entry_seqs: Sequence[int],
     entry_roles: Sequence[Role],
     tokens_from: Callable[[int], int],
+    calibration: Calibration = NO_CALIBRATION,
 ) -> Estimate:
     """Estimate the next request's input tokens (SPEC B-5..B-7).
 
@@ -107,7 +158,9 @@ def estimate_request(
     """
 
     def local(reason: str) -> Estimate:
-        return Estimate(total=local_total, source=EstimateSource.ESTIMATE, reason=reason)
+        if calibration.samples:
+            reason = f"{calibration.note}; {reason}"
+        return Estimate(calibration.apply(local_total), source=EstimateSource.ESTIMATE, reason=reason)
 
     if baseline is None:
         return local("no usage on this route yet")
@@ -121,11 +174,10 @@ def estimate_request(
     # The reply the provider already counted as output is not added again (SPEC B-6).
     added = tokens_from(first_after + 1) if first_after < len(entry_roles) else 0
     growth = max(0, fixed_tokens - baseline.fixed_tokens) if baseline.fixed_tokens is not None else 0
-    total = baseline.floor + added + growth
+    total = baseline.floor + calibration.apply(added + growth)
     if added == 0 and growth == 0:
         return Estimate(total, EstimateSource.MEASURED, "as measured by the provider")
-    return Estimate(
-        total,
-        EstimateSource.MEASURED_PLUS_ESTIMATE,
-        f"measured {baseline.floor:,} + {added + growth:,} estimated since",
-    )
+    reason = f"measured {baseline.floor:,} + {total - baseline.floor:,} estimated since"
+    if calibration.samples:
+        reason += f" ({calibration.note})"
+    return Estimate(total, EstimateSource.MEASURED_PLUS_ESTIMATE, reason)

@@ -54,6 +54,23 @@ def _litellm_table() -> dict[str, Any]:
     return table if isinstance(table, dict) else {}
 
 
+@functools.cache
+def litellm_providers() -> frozenset[str]:
+    """Every provider LiteLLM's model table names (`openai`, `anthropic`, `ollama`, …)."""
+    return frozenset(
+        str(entry["litellm_provider"])
+        for entry in _litellm_table().values()
+        if isinstance(entry, dict) and isinstance(entry.get("litellm_provider"), str)
+    )
+
+
+def litellm_table_provider(model: str) -> str | None:
+    """The provider LiteLLM's model table gives a bare model name (`gpt-4.1` → `openai`), or None."""
+    entry = _litellm_table().get(model)
+    provider = entry.get("litellm_provider") if isinstance(entry, dict) else None
+    return provider if isinstance(provider, str) else None
+
+
 def _positive_int(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 

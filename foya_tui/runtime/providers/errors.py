@@ -11,7 +11,7 @@ import json
 import os
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Any
 
@@ -25,6 +25,7 @@ class FailureKind(StrEnum):
     OUTPUT_LIMIT = "output_limit"
     AUTH = "auth"
     CONNECTION = "connection"
+    EMPTY_REPLY = "empty_reply"
     OTHER = "other"
 
 
@@ -37,7 +38,18 @@ _SUMMARY = {
     FailureKind.OUTPUT_LIMIT: "the reply was cut off at the output token limit",
     FailureKind.AUTH: "the provider rejected the credentials",
     FailureKind.CONNECTION: "the provider could not be reached or timed out",
+    FailureKind.EMPTY_REPLY: "the provider ended the reply without any text",
     FailureKind.OTHER: "the provider request failed",
+}
+
+# What the user can do about each kind, said once after the detail (overflow is handled by
+# compaction, an output limit by a shorter request: nothing to add there).
+_ADVICE = {
+    FailureKind.RATE_LIMIT: "wait a moment and send again",
+    FailureKind.QUOTA: "add credit to the provider account or switch to another route",
+    FailureKind.AUTH: "check the key in the connection's api_key_env variable (or the provider's own)",
+    FailureKind.CONNECTION: "check that the server runs and that the connection's api_base is right",
+    FailureKind.EMPTY_REPLY: "send the message again, or switch to another route",
 }
 
 
@@ -48,6 +60,8 @@ class ProviderFailure:
     """The provider's own words, redacted and on one line."""
     status_code: int | None = None
     retry_after: float | None = None
+    route: str = ""
+    """Which route failed (`model at endpoint`), named first in the message; empty when unknown."""
 
     @property
     def retryable(self) -> bool:
@@ -55,9 +69,13 @@ class ProviderFailure:
 
     @property
     def message(self) -> str:
-        """One clear sentence for the user, with the provider's detail after it."""
+        """One clear line for the user: the route, what happened, the provider's detail, what to do."""
         summary = _SUMMARY[self.kind]
-        return f"{summary}: {self.detail}" if self.detail else summary
+        line = f"{summary}: {self.detail}" if self.detail else summary
+        if self.route:
+            line = f"{self.route}: {line}"
+        advice = _ADVICE.get(self.kind)
+        return f"{line}; {advice}" if advice else line
 
 
 class ProviderError(FoyaError):
@@ -83,10 +101,12 @@ _QUOTA_PATTERNS = re.compile(
     r"insufficient[_ ]quota|exceeded your current quota|billing|credit balance|out of credits|quota exceeded",
     re.IGNORECASE,
 )
+# Outer classes that mean "not reached / no answer" (LiteLLM's and the OpenAI SDK's names).
 _CONNECTION_CLASSES = frozenset(
     {
         "APIConnectionError",
         "Timeout",
+        "APITimeoutError",
         "ConnectError",
         "ConnectTimeout",
         "ReadTimeout",
@@ -96,7 +116,40 @@ _CONNECTION_CLASSES = frozenset(
         "ServiceUnavailableError",
     }
 )
+# Transport-level causes anywhere in the chain (httpx, the socket and ssl modules).
+_TRANSPORT_CLASSES = frozenset(
+    {
+        "ConnectError",
+        "ConnectTimeout",
+        "ReadTimeout",
+        "WriteTimeout",
+        "PoolTimeout",
+        "ReadError",
+        "WriteError",
+        "RemoteProtocolError",
+        "gaierror",
+        "SSLError",
+        "SSLCertVerificationError",
+    }
+)
 _AUTH_CLASSES = frozenset({"AuthenticationError", "PermissionDeniedError"})
+# The OpenAI SDK refuses to send without a key and LiteLLM wraps that as a status-500 error.
+_AUTH_PATTERNS = re.compile(
+    r"missing credentials|no api[_ ]key|api[_ ]key (?:is )?(?:missing|required|not (?:set|provided))"
+    r"|incorrect api key|invalid[_ ]api[_ ]key|invalid x-api-key|unauthori[sz]ed",
+    re.IGNORECASE,
+)
+# The root cause of a connection failure, said in plain words instead of "Connection error.".
+# Checked in this order against the class names of the whole exception chain.
+_CONNECTION_CAUSES: tuple[tuple[frozenset[str], str], ...] = (
+    (frozenset({"ConnectionRefusedError"}), "connection refused"),
+    (frozenset({"gaierror"}), "the host name does not resolve"),
+    (frozenset({"SSLError", "SSLCertVerificationError"}), "the TLS handshake failed"),
+    (
+        frozenset({"Timeout", "APITimeoutError", "ReadTimeout", "ConnectTimeout", "TimeoutError"}),
+        "no answer before the request timeout",
+    ),
+)
 
 
 def _class_names(exc: BaseException) -> set[str]:
@@ -176,15 +229,44 @@ def _retry_after(exc: BaseException) -> float | None:
     return value if value >= 0 else None
 
 
+def _chain_text(chain: list[BaseException]) -> str:
+    """The outer message plus what inner links add: LiteLLM's text for a 200 whose body is an
+    error object ends in "OpenAIException - ", the server's words sit on an inner exception."""
+    parts: list[str] = []
+    for link in chain:
+        said = str(getattr(link, "message", "") or link).strip()
+        if said and not any(said in part for part in parts):
+            parts.append(said)
+    return " ".join(parts)
+
+
+def _connection_cause(chain_names: set[str]) -> str | None:
+    for names, cause in _CONNECTION_CAUSES:
+        if chain_names & names:
+            return cause
+    return None
+
+
 def classify_exception(exc: BaseException, secrets: Iterable[str] = ()) -> ProviderFailure:
-    """Classify any exception raised while talking to a provider."""
+    """Classify any exception raised while talking to a provider.
+
+    LiteLLM reports a refused connection, an unresolvable host and a missing key all as an
+    `InternalServerError` (status 500); the cause is further down the chain, so the class names
+    of every link count, not only the outermost one."""
     names = _class_names(exc)
+    chain = _exception_chain(exc)
+    chain_names = set().union(*(_class_names(link) for link in chain))
     status = getattr(exc, "status_code", None)
     status = status if isinstance(status, int) else None
     body = _body_of(exc)
     codes = _codes(body)
-    text = str(getattr(exc, "message", "") or exc)
-    detail = one_line(redact(text, secrets))
+    text = _chain_text(chain)
+    outer = str(getattr(exc, "message", "") or exc).strip()
+    if outer.endswith("-"):  # LiteLLM lost the server's words; an inner link kept them
+        said = (str(getattr(link, "message", "") or link).strip() for link in reversed(chain))
+        inner = next((words for words in said if words), "")
+        outer = f"{outer} {inner}"
+    detail = one_line(redact(outer, secrets))
 
     def failure(kind: FailureKind) -> ProviderFailure:
         return ProviderFailure(kind=kind, detail=detail, status_code=status, retry_after=_retry_after(exc))
@@ -197,17 +279,25 @@ def classify_exception(exc: BaseException, secrets: Iterable[str] = ()) -> Provi
         return failure(FailureKind.RATE_LIMIT)
     if status in (400, 413) and _OVERFLOW_PATTERNS.search(text):
         return failure(FailureKind.INPUT_OVERFLOW)
-    if status in (401, 403) or names & _AUTH_CLASSES:
+    if status in (401, 403) or names & _AUTH_CLASSES or _AUTH_PATTERNS.search(text):
         return failure(FailureKind.AUTH)
-    if any(isinstance(link, json.JSONDecodeError) for link in _exception_chain(exc)):
+    if any(isinstance(link, json.JSONDecodeError) for link in chain):
         # A 200 whose body is not JSON: retrying will not make the provider speak JSON.
         return ProviderFailure(
             kind=FailureKind.OTHER,
             detail="the provider's reply was not valid JSON",
             status_code=status,
         )
-    if names & _CONNECTION_CLASSES or isinstance(exc, (TimeoutError, ConnectionError)):
-        return failure(FailureKind.CONNECTION)
+    # An error event inside a 200 stream arrives as the SDK's plain APIError wrapped in LiteLLM's
+    # APIConnectionError: the server answered, so it is not a connection failure.
+    server_answered = any(type(link).__name__ == "APIError" for link in chain)
+    transport = chain_names & _TRANSPORT_CLASSES or any(
+        isinstance(link, (TimeoutError, ConnectionError)) for link in chain
+    )
+    if transport or (names & _CONNECTION_CLASSES and not server_answered):
+        cause = _connection_cause(chain_names)
+        found = failure(FailureKind.CONNECTION)
+        return replace(found, detail=f"{cause} ({detail})") if cause else found
     return failure(FailureKind.OTHER)
 
 

@@ -36,7 +36,7 @@ from foya_tui.runtime.providers.errors import (
     ProviderFailure,
     classify_exception,
 )
-from foya_tui.runtime.providers.routes import SIMULATOR_PROTOCOL
+from foya_tui.runtime.providers.routes import SIMULATOR_PROTOCOL, Route
 from foya_tui.runtime.providers.simulator import Simulator, SimulatorFault
 from foya_tui.runtime.providers.wire import wire_safe
 from foya_tui.runtime.text import strip_control
@@ -395,6 +395,43 @@ def _read_completion(response: Any, window: int | None = None) -> Completion:
     return Completion(text=text, finish_reason=str(finish_reason), usage=_plausible_usage(usage, window))
 
 
+def _said_nothing(finished: StreamFinished) -> bool:
+    return (
+        finished.finish_reason != "cancelled"
+        and not finished.text
+        and not finished.reasoning
+        and not finished.tool_calls
+        and finished.usage is None
+    )
+
+
+def _named(error: ProviderError, route: Route) -> ProviderError:
+    """The same failure, naming the route it happened on (kept when already named)."""
+    if error.failure.route:
+        return error
+    return ProviderError(replace(error.failure, route=route.where))
+
+
+def _adapt_for_server(kwargs: dict[str, Any], request: ProviderRequest, empty_content: bool) -> None:
+    """What OpenAI-compatible servers need beyond the OpenAI API's defaults.
+
+    - `tool_choice: "auto"` whenever tools are offered: llama.cpp's server calls a tool only when
+      asked to; for hosted providers "auto" is already the default.
+    - `"content": ""` instead of null (or absent, as LiteLLM sends it) beside `tool_calls`:
+      llama-cpp-python answers such a history with HTTP 500 (a per-connection setting).
+    """
+    if request.tools:
+        kwargs["tool_choice"] = "auto"
+    if not empty_content:
+        return
+    kwargs["messages"] = [
+        {**message, "content": ""}
+        if message.get("role") == "assistant" and message.get("tool_calls") and message.get("content") is None
+        else message
+        for message in kwargs["messages"]
+    ]
+
+
 class LiteLLMClient:
     """Sends requests through LiteLLM (the simulator included, as a custom provider)."""
 
@@ -429,6 +466,7 @@ class LiteLLMClient:
             kwargs["api_key"] = "not-needed"
         if request.tools:
             kwargs["tools"] = [dict(tool) for tool in request.tools]
+        _adapt_for_server(kwargs, request, connection.sends_empty_tool_call_content)
         if request.max_output_tokens:
             kwargs["max_tokens"] = request.max_output_tokens
         # Provider-native compaction travels in the body, where a provider that offers it reads it
@@ -454,11 +492,25 @@ class LiteLLMClient:
         try:
             litellm = load_litellm()
             response = litellm.completion(**kwargs)
-            yield from self._read_stream(response, cancel, self._limits(request))
-        except ProviderError:
-            raise
+            for event in self._read_stream(response, cancel, self._limits(request)):
+                if isinstance(event, StreamFinished) and _said_nothing(event):
+                    self._explain_empty_stream(request, cancel)
+                yield event
+        except ProviderError as error:
+            raise _named(error, request.route) from None
         except Exception as exc:  # every provider failure is classified, never a traceback
-            raise ProviderError(classify_exception(exc, secrets)) from None
+            raise _named(ProviderError(classify_exception(exc, secrets)), request.route) from None
+
+    def _explain_empty_stream(self, request: ProviderRequest, cancel: CancelToken) -> None:
+        """A stream that ended with no text, no tool call and no usage is no reply: llama.cpp's
+        server answers an over-long streamed request with HTTP 200 and an empty body, and LiteLLM
+        then invents finish_reason "stop". Ask once more without streaming and with a one-token
+        cap, which makes the server say its real error (cheaply); raise that error classified
+        (an overflow then enters the once-per-turn recovery, SPEC C-2), or EMPTY_REPLY when the
+        server really had nothing to say."""
+        probe = replace(request, max_output_tokens=1)
+        self.complete(probe, cancel)  # raises the classified failure when there is one
+        raise ProviderError(ProviderFailure(kind=FailureKind.EMPTY_REPLY, detail=""))
 
     def complete(self, request: ProviderRequest, cancel: CancelToken) -> Completion:
         """One non-streamed request (SPEC C-11); no retries here, the caller decides."""
@@ -467,6 +519,7 @@ class LiteLLMClient:
         kwargs, secrets = self._request_kwargs(request)
         kwargs["stream"] = False
         kwargs.pop("stream_options", None)  # only meaningful on a stream
+        kwargs["timeout"] = whole_reply_timeout(self._settings.request_timeout, request)
         try:
             litellm = load_litellm()
             response = litellm.completion(**kwargs)
@@ -475,10 +528,10 @@ class LiteLLMClient:
             if cancel.cancelled:
                 return CANCELLED_COMPLETION
             return _read_completion(response, self._limits(request).window)
-        except ProviderError:
-            raise
+        except ProviderError as error:
+            raise _named(error, request.route) from None
         except Exception as exc:  # every provider failure is classified, never a traceback
-            raise ProviderError(classify_exception(exc, secrets)) from None
+            raise _named(ProviderError(classify_exception(exc, secrets)), request.route) from None
 
     def _read_stream(
         self, response: Any, cancel: CancelToken, limits: _StreamLimits | None = None
@@ -544,6 +597,20 @@ class LiteLLMClient:
             finish_reason=finish_reason,
             usage=_plausible_usage(usage, limits.window),
         )
+
+
+TIMEOUT_BASIS_TOKENS = 2_048
+"""Planned tokens (input estimate + output cap) that `request_timeout` is meant to cover when a
+whole reply arrives at once; a summary on a CPU server took 80-123 s for about that much."""
+
+
+def whole_reply_timeout(request_timeout: float, request: ProviderRequest) -> float:
+    """The timeout of a non-streamed request: `request_timeout`, scaled up with the planned size.
+    A summary of a long history has no stream to show progress, and on a CPU server its planned
+    tokens take minutes; a fixed 120 s made automatic compaction time out and fall back."""
+    # ~4 characters a token: a cheap, conservative size without a tokenizer on this path.
+    planned = len(str(request.messages)) // 4 + (request.max_output_tokens or 0)
+    return request_timeout * max(1.0, planned / TIMEOUT_BASIS_TOKENS)
 
 
 def retry_delay(failure: ProviderFailure, attempt: int, base: float) -> float:

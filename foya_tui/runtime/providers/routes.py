@@ -38,6 +38,11 @@ class Route:
         return self.protocol == SIMULATOR_PROTOCOL
 
     @property
+    def where(self) -> str:
+        """What a failure names: the model, and the endpoint when the route has its own."""
+        return f"{self.label} at {self.endpoint}" if self.endpoint else self.label
+
+    @property
     def label(self) -> str:
         """What the header shows: the model, marked when it is the offline simulator."""
         return f"{self.model} (simulator)" if self.is_simulator else self.model

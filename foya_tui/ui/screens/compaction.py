@@ -78,9 +78,12 @@ class CompactionScreen(ModalScreen[bool]):
         Binding("escape", "answer(False)", "decline", id="compaction.close", tooltip="Decline and close"),
     ]
 
-    def __init__(self, checkpoint: Checkpoint) -> None:
+    def __init__(self, checkpoint: Checkpoint, model_failure: str | None = None) -> None:
+        """`model_failure`: why the model's summary failed, when this candidate is the
+        deterministic fallback offered in its place (its accept button then says so)."""
         super().__init__()
         self.checkpoint = checkpoint
+        self.model_failure = model_failure
         self._opened = time.monotonic()
 
     def compose(self) -> ComposeResult:
@@ -90,12 +93,18 @@ class CompactionScreen(ModalScreen[bool]):
             # Who made it: the model's summary, or the deterministic fallback without one (SPEC K-10).
             made_by = PRODUCERS.get(checkpoint.producer, clean(checkpoint.producer))
             dialog.border_subtitle = f"{checkpoint.phase} · {clean(checkpoint.model)} · {made_by}"
+            if self.model_failure:
+                yield Static(
+                    Text(f"The model's summary failed: {clean(self.model_failure)}", style="bold"),
+                    id="compaction-failure",
+                )
             yield Static(Text(candidate_facts(checkpoint)), id="compaction-facts")
             with VerticalScroll(id="compaction-summary"):
                 yield Static(summary_text(checkpoint), id="compaction-text")
             yield Static(Text(ledger_counts_text(checkpoint.ledger.counts)), id="compaction-ledger")
             with Horizontal(id="compaction-buttons"):
-                yield Button("Accept (a)", id="accept", variant="primary")
+                label = "Use the fallback (a)" if self.model_failure else "Accept (a)"
+                yield Button(label, id="accept", variant="primary")
                 yield Button("Decline (d)", id="decline")
             yield Static(Text(HELP), id="compaction-help")
 

@@ -65,7 +65,7 @@ class CompactionFlow(ConversationHost):
                 self.compaction_status = compaction_running("manual", "declining")
                 self.bridge.decline_compaction(proposal)
 
-        self.app.push_screen(CompactionScreen(proposal.checkpoint), answered)
+        self.app.push_screen(CompactionScreen(proposal.checkpoint, message.model_failure), answered)
 
     def on_compaction_ended(self, message: CompactionEnded) -> None:
         self.compaction_status = compaction_ended(message.report, declined=message.declined)

@@ -26,16 +26,20 @@ HELP = "enter switch · esc close · nothing is sent"
 
 
 def option_content(option: RouteOption, current: bool) -> Content:
-    """Two lines: the route's label (● for the one in use), then its window and whether a baseline exists."""
+    """Two lines: the route's label (● for the one in use), then its window and whether a baseline
+    exists; a third says why the route cannot be sent, when it cannot."""
     window = f"window {option.window:,}" if option.window else "window unknown"
     baseline = "baseline" if option.has_baseline else "no usage yet"
     label = " ".join(terminal_safe(option.route.label).split())
-    return Content.assemble(
+    parts: list[str | tuple[str, str]] = [
         "● " if current else "  ",
         (label, "bold" if current else ""),
         "\n  ",
         f"{window} · {baseline}",
-    )
+    ]
+    if option.problem:
+        parts += ["\n  ", (f"✗ {terminal_safe(option.problem)}", "$error")]
+    return Content.assemble(*parts)
 
 
 class RouteSwitcher(ModalScreen[Route | None]):
@@ -71,7 +75,12 @@ class RouteSwitcher(ModalScreen[Route | None]):
 
     def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
         event.stop()
-        self.dismiss(self.options[event.option_index].route)
+        option = self.options[event.option_index]
+        if option.problem:
+            # Same pre-flight as `foya run`: a route that cannot be sent is not switched to.
+            self.query_one("#route-help", Static).update(f"✗ {terminal_safe(option.problem)}")
+            return
+        self.dismiss(option.route)
 
     def action_close(self) -> None:
         self.dismiss(None)
