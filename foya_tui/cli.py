@@ -396,7 +396,7 @@ def format_context(report: ContextReport) -> str:
 
 
 def _cmd_compact(args: argparse.Namespace) -> int:
-    with _open_runtime(args) as runtime, runtime.claim(runtime.store.find_session(args.session).id):
+    with _open_runtime(args) as runtime, runtime.claim(runtime.find_session(args.session).id):
         model = args.sub_model or args.model
         progress = None
         if not args.json:
@@ -539,7 +539,7 @@ def _cmd_search(args: argparse.Namespace) -> int:
 
 
 def _cmd_rewind(args: argparse.Namespace) -> int:
-    with _open_runtime(args) as runtime, runtime.claim(runtime.store.find_session(args.session).id):
+    with _open_runtime(args) as runtime, runtime.claim(runtime.find_session(args.session).id):
         seq = runtime.rewind(args.session, args.seq)
     say(f"rewound to seq {args.seq} (rewind event {seq}); later events stay in canonical history")
     return EXIT_OK
@@ -613,9 +613,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         # An SQLite fault under a valid command (damaged pages, a full disk, a lock held too long,
         # a counter out of step) is one line and exit 1, like every other failure; anything else
         # is a bug and shows as one.
-        from foya_tui.runtime.store import database_fault
+        from foya_tui.runtime.runtime import Runtime
 
-        fault = database_fault(exc)
+        fault = Runtime.database_fault(exc)
         if fault is None:
             raise
         say(f"foya: {fault.message}", err=True)

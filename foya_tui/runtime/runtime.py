@@ -11,6 +11,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from foya_tui.errors import FoyaError
 from foya_tui.paths import FoyaPaths
 from foya_tui.runtime.compaction.attempt import CompactionResult, ProgressCallback, Proposal
 from foya_tui.runtime.compaction.failures import Outcome, Trigger
@@ -41,6 +42,7 @@ from foya_tui.runtime.store import (
     SessionLease,
     check_store,
     claim_session,
+    database_fault,
     open_database,
     repair_store,
 )
@@ -248,6 +250,12 @@ class Runtime:
     def find_session(self, id_or_prefix: str) -> SessionInfo:
         """The session a full id or unique prefix names (raises UnknownSessionError)."""
         return self.store.find_session(id_or_prefix)
+
+    @staticmethod
+    def database_fault(exc: BaseException) -> FoyaError | None:
+        """The one-line error for an SQLite failure that escaped a command (damaged pages, a full
+        disk, a lock held too long, a counter out of step), or None: anything else is a bug."""
+        return database_fault(exc)
 
     def claim(self, session_id: str) -> SessionLease:
         """The session's writer lease (raises SessionBusy while another live Foya holds it)."""
