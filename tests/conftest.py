@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -65,3 +66,14 @@ def fake_settings(base_url: str, **overrides: object) -> Settings:
     values: dict[str, object] = {"connection": "fake", "connections": connections, "retry_backoff": 0.0}
     values.update(overrides)
     return Settings(**values)  # type: ignore[arg-type]
+
+
+@pytest.fixture
+def hostile(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    """The hostile loopback provider (`tests/fakes/hostile_server.py`), with the test key set."""
+    from tests.fakes.hostile_server import HostileOpenAIServer
+    from tests.runtime.test_hostile_edges import KEY
+
+    monkeypatch.setenv("FOYA_TEST_KEY", KEY)
+    with HostileOpenAIServer() as server:
+        yield server

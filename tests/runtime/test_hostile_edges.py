@@ -6,11 +6,8 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
-
-import pytest
 
 from foya_tui.runtime.model import EventKind
 from foya_tui.runtime.providers.client import CancelToken, ProviderRequest
@@ -24,13 +21,6 @@ from tests.fakes.hostile_server import HostileOpenAIServer
 
 KEY = "sk-test-hostile"
 USER = ({"role": "user", "content": "hello"},)
-
-
-@pytest.fixture
-def hostile(monkeypatch: pytest.MonkeyPatch) -> Iterator[HostileOpenAIServer]:
-    monkeypatch.setenv("FOYA_TEST_KEY", KEY)
-    with HostileOpenAIServer() as server:
-        yield server
 
 
 def open_runtime(

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,35 +16,11 @@ from foya_tui.runtime.providers.client import CancelToken, ProviderRequest, Stre
 from foya_tui.runtime.providers.errors import FailureKind, ProviderError
 from foya_tui.runtime.providers.litellm_client import LiteLLMClient
 from foya_tui.runtime.providers.routes import make_route
-from foya_tui.runtime.runtime import Runtime
 from foya_tui.runtime.updates import TurnFinished
 from foya_tui.runtime.view.history import valid_events
-from tests.conftest import FIXED_NOW, fake_settings, make_paths
+from tests.conftest import fake_settings
 from tests.fakes.hostile_server import HostileOpenAIServer
-
-KEY = "sk-test-hostile"
-USER = ({"role": "user", "content": "hello"},)
-
-
-@pytest.fixture
-def hostile(monkeypatch: pytest.MonkeyPatch) -> Iterator[HostileOpenAIServer]:
-    monkeypatch.setenv("FOYA_TEST_KEY", KEY)
-    with HostileOpenAIServer() as server:
-        yield server
-
-
-def open_runtime(
-    tmp_path: Path, workdir: Path, server: HostileOpenAIServer, model: str, **extra: Any
-) -> Runtime:
-    settings = fake_settings(server.base_url, model=f"openai/{model}", **extra)
-    return Runtime(settings, make_paths(tmp_path), workdir=workdir, clock=lambda: FIXED_NOW)
-
-
-def stream(server: HostileOpenAIServer, model: str, **settings: Any) -> list[Any]:
-    client = LiteLLMClient(fake_settings(server.base_url, **settings))
-    route = make_route(f"openai/{model}", "fake", server.base_url)
-    return list(client.stream(ProviderRequest(route, USER), CancelToken()))
-
+from tests.runtime.test_hostile_edges import KEY, USER, open_runtime, stream
 
 # -- hostile provider replies -------------------------------------------------------------------
 
