@@ -49,8 +49,8 @@ from foya_tui.runtime.store import (
 from foya_tui.runtime.store.events import utc_now
 from foya_tui.runtime.store.search import ProgressCallback as IndexProgress
 from foya_tui.runtime.store.search import message_body, snippet
+from foya_tui.runtime.tools import default_registry
 from foya_tui.runtime.tools.approval import ApprovalPolicy, Approver
-from foya_tui.runtime.tools.registry import default_registry
 from foya_tui.runtime.transcripts import parse_transcript
 from foya_tui.runtime.view.checkpoint import Phase
 from foya_tui.runtime.view.history import rewound, valid_events

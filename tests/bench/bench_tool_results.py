@@ -21,7 +21,7 @@ from foya_tui.runtime.context.compiler import ContextCompiler
 from foya_tui.runtime.model import EventKind, NewEvent
 from foya_tui.runtime.providers.routes import make_route
 from foya_tui.runtime.store import EventStore, open_database
-from foya_tui.runtime.tools.registry import default_registry
+from foya_tui.runtime.tools import default_registry
 from foya_tui.settings import ModelSettings, Settings
 
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)

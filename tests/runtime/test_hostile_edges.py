@@ -63,7 +63,7 @@ def test_a_non_utf8_file_name_never_breaks_a_session(
 
 def test_the_escaped_name_reads_the_file_it_names(tmp_path: Path, workdir: Path) -> None:
     """The model writes the name it was shown; read_file finds the file with the raw byte."""
-    from foya_tui.runtime.tools.registry import ToolContext, default_registry
+    from foya_tui.runtime.tools import ToolContext, default_registry
 
     (Path(os.fsdecode(os.fsencode(workdir) + b"/na\xefve.txt"))).write_text("inside\n", encoding="utf-8")
     registry = default_registry()

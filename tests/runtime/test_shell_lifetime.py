@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from foya_tui.runtime.tools.registry import ToolContext, default_registry
+from foya_tui.runtime.tools import ToolContext, default_registry
 from foya_tui.runtime.tools.sandbox import shell_confinement
 from tests.fakes.hostile_server import HostileOpenAIServer
 

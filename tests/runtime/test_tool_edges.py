@@ -13,8 +13,7 @@ from typing import Any
 import pytest
 
 from foya_tui.runtime.providers.client import CancelToken
-from foya_tui.runtime.tools import builtin
-from foya_tui.runtime.tools.registry import ToolContext, ToolRegistry, ToolResult, default_registry
+from foya_tui.runtime.tools import ToolContext, ToolRegistry, ToolResult, builtin, default_registry
 
 DEADLINE = 60.0
 """Seconds a tool call may take before the test calls it frozen (the bug took 9 minutes)."""

@@ -3,6 +3,7 @@ large-result reader `history_read_tool_result` (SPEC T-2, T-3)."""
 
 from foya_tui.runtime.tools.builtin import builtin_tools
 from foya_tui.runtime.tools.history_read import HistoryReadTool
+from foya_tui.runtime.tools.recall import HistoryEventTool, HistorySearchTool
 from foya_tui.runtime.tools.registry import (
     HISTORY_READ_TOOL,
     TOOL_SEARCH,
@@ -13,8 +14,15 @@ from foya_tui.runtime.tools.registry import (
     ToolResult,
     ToolSpec,
     Visibility,
-    default_registry,
 )
+
+
+def default_registry() -> ToolRegistry:
+    """The built-in tools plus the large-result reader and the recall tools (shown only when the
+    projection needs them, SPEC X-9). Here, above the registry, because the tool modules import
+    the registry for its spec and result types."""
+    return ToolRegistry([*builtin_tools(), HistoryReadTool(), HistorySearchTool(), HistoryEventTool()])
+
 
 __all__ = [
     "HISTORY_READ_TOOL",

@@ -316,14 +316,3 @@ class ToolRegistry:
         if not isinstance(result, ToolResult):
             return error(f"tool {name} failed: it returned {type(result).__name__}, not a result")
         return result
-
-
-def default_registry() -> ToolRegistry:
-    """The built-in tools plus the large-result reader and the recall tools (shown only when the
-    projection needs them, SPEC X-9)."""
-    # Imported here: the tool modules import this one for the spec and result types.
-    from foya_tui.runtime.tools.builtin import builtin_tools
-    from foya_tui.runtime.tools.history_read import HistoryReadTool
-    from foya_tui.runtime.tools.recall import HistoryEventTool, HistorySearchTool
-
-    return ToolRegistry([*builtin_tools(), HistoryReadTool(), HistorySearchTool(), HistoryEventTool()])
