@@ -72,7 +72,7 @@ def test_a_finer_tokenizer_is_learned_and_the_estimate_lands_within_15_percent(
         fake_openai.reset()
         updates = list(session.send(PROMPTS[3]))
     # What the meter showed for exactly the request that went out, against the server's count.
-    predicted = next(u for u in updates if isinstance(u, ContextUpdated)).report["estimate"]["total"]
+    predicted = next(u for u in updates if isinstance(u, ContextUpdated)).report.estimate.total
     real = fake_openai.chat_requests[0].prompt_tokens
     assert real is not None
     assert abs(predicted - real) / real <= 0.15, (predicted, real)

@@ -106,4 +106,6 @@ def test_run_prints_a_hostile_reply_and_tool_call_safely(
         assert deltas == HOSTILE_TEXT  # JSON escapes, it does not filter
     else:
         assert "title clip clear c1 dcs bidignp.exe bell end" in result.stdout
-        assert "read_file" in result.stderr  # the tool line, its name cleaned
+        # The tool line: a name carrying escapes matches no tool (it is kept with its escapes
+        # written out, so nothing runs) and prints as that visible text, never as escapes.
+        assert "read\\x1b]0;tool\\x07_file" in result.stderr
