@@ -4,9 +4,6 @@ unreadable and non-message events, and a message's text is refused for anything 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
 import pytest
 
 from foya_tui.runtime.compaction.report import CoveredBy
@@ -16,23 +13,13 @@ from foya_tui.runtime.runtime import Runtime
 from foya_tui.runtime.store import UnknownSessionError
 from foya_tui.runtime.store.search import message_body
 from foya_tui.runtime.view.history import valid_events
-from foya_tui.settings import Settings
-from tests.conftest import FIXED_NOW, make_paths
-from tests.runtime.test_fork import Source, build_source, messages_of
+from tests.runtime import test_fork
+from tests.runtime.test_fork import Source, messages_of
 
-
-@pytest.fixture
-def runtime(tmp_path: Path, workdir: Path) -> Iterator[Runtime]:
-    with Runtime(
-        Settings(retry_backoff=0.0), make_paths(tmp_path), workdir=workdir, clock=lambda: FIXED_NOW
-    ) as rt:
-        yield rt
-
-
-@pytest.fixture
-def source(runtime: Runtime) -> Source:
-    """A session with a rewound reply, an unreadable row, tool calls and non-message events."""
-    return build_source(runtime)
+# The fork tests' session with a rewound reply, an unreadable row, tool calls and non-message
+# events, and their runtime: the reads below are checked against the same history.
+runtime = test_fork.runtime
+source = test_fork.source
 
 
 def test_fork_by_prefix_names_its_source_and_where_it_was_cut(runtime: Runtime, source: Source) -> None:
