@@ -265,8 +265,7 @@ def _run_turn(args: argparse.Namespace, session, prompt: str) -> int:
             detail = f" {update.detail}" if update.detail else ""
             say(f"foya: compaction ({update.trigger}): {update.stage}{detail}…", err=True)
         elif isinstance(update, CompactionFinished):
-            report = update.report
-            say(f"foya: compaction {report['outcome']}: {report['reason']}", err=True)
+            say(f"foya: compaction {update.result.outcome}: {update.result.reason}", err=True)
         elif isinstance(update, ContextSnipped):
             say(
                 f"foya: {update.mode}: {update.results} old tool result(s) left the model's view "
@@ -366,8 +365,7 @@ def format_context(report: ContextReport) -> str:
         f"next request  {estimate.total:>10,}  {estimate.source}: {estimate.reason}",
         f"handoff at    {report.handoff_at:>10,}",
         f"compact at    {report.high_water:>10,}",
-        f"verdict       {report.verdict:>10}"
-        f"   ({report.messages} messages through seq {report.through_seq})",
+        f"verdict       {report.verdict:>10}   ({report.messages} messages through seq {report.through_seq})",
     ]
     checkpoint = report.checkpoint
     if checkpoint:
@@ -396,6 +394,9 @@ def format_context(report: ContextReport) -> str:
 
 
 def _cmd_compact(args: argparse.Namespace) -> int:
+    from foya_tui.cli_json import compaction_json
+    from foya_tui.runtime.compaction.failures import Outcome
+
     with _open_runtime(args) as runtime, runtime.claim(runtime.find_session(args.session).id):
         model = args.sub_model or args.model
         progress = None
@@ -406,7 +407,7 @@ def _cmd_compact(args: argparse.Namespace) -> int:
         route = runtime.route_for(model) if model else None
         result = runtime.compact(args.session, route, progress=progress, use_model=not args.fallback)
         offer = None if args.fallback else runtime.fallback_offer(args.session, route, result)
-    report = result.report()
+    report = compaction_json(result)
     if offer is not None:
         report["fallback_offer"] = {"tokens_before": offer.tokens_before, "tokens_after": offer.tokens_after}
     if args.json:
@@ -421,16 +422,18 @@ def _cmd_compact(args: argparse.Namespace) -> int:
                 f"{offer.tokens_before:,} → {offer.tokens_after:,} tokens"
             )
         say(line)
-    return EXIT_OK if report["outcome"] in ("accepted", "nothing_to_compact") else EXIT_FAILED
+    return EXIT_OK if result.outcome in (Outcome.ACCEPTED, Outcome.NOTHING_TO_COMPACT) else EXIT_FAILED
 
 
 def _cmd_inspect(args: argparse.Namespace) -> int:
+    from foya_tui.cli_json import inspect_json
+
     with _open_runtime(args, read_only=True) as runtime:
         report = runtime.inspect(args.session)
     if args.json:
-        _print_json(report.to_json())
+        _print_json(inspect_json(report))
         return EXIT_OK
-    say(format_inspect(report.to_json()))
+    say(format_inspect(inspect_json(report)))
     return EXIT_OK
 
 
@@ -520,10 +523,12 @@ def _cmd_verify(args: argparse.Namespace) -> int:
 
 
 def _cmd_search(args: argparse.Namespace) -> int:
+    from foya_tui.cli_json import json_of
+
     with _open_runtime(args, read_only=True) as runtime:
         hits = runtime.search(args.session, args.query, limit=args.limit)
     if args.json:
-        _print_json({"hits": [hit.to_json() for hit in hits]})
+        _print_json({"hits": json_of(hits)})
         return EXIT_OK
     if not hits:
         say(f"no events match {args.query!r}")

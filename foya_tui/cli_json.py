@@ -13,6 +13,9 @@ import enum
 from collections.abc import Mapping
 from typing import Any
 
+from foya_tui.runtime.compaction.attempt import CompactionResult
+from foya_tui.runtime.compaction.failures import BreakerState
+from foya_tui.runtime.compaction.report import InspectReport
 from foya_tui.runtime.updates import (
     CompactionFinished,
     CompactionProgressed,
@@ -28,6 +31,7 @@ from foya_tui.runtime.updates import (
     TurnFinished,
     TurnStarted,
 )
+from foya_tui.runtime.view.recovery import CheckpointRecord
 
 
 def json_of(value: Any) -> Any:
@@ -110,7 +114,7 @@ def update_json(update: RuntimeUpdate) -> dict[str, Any]:
                 "detail": update.detail,
             }
         case CompactionFinished():
-            return {"type": "compaction", **update.report, "session": update.session_id}
+            return {"type": "compaction", **compaction_json(update.result), "session": update.session_id}
         case ContextSnipped():
             return {
                 "type": "snipped",
@@ -124,4 +128,116 @@ def update_json(update: RuntimeUpdate) -> dict[str, Any]:
     raise TypeError(f"no JSON form for {type(update).__name__}")
 
 
-__all__ = ["json_of", "update_json"]
+def compaction_json(result: CompactionResult) -> dict[str, Any]:
+    """`foya compact --json` (and the `compaction` line of `foya run --json`)."""
+    return {
+        "outcome": str(result.outcome),
+        "checkpoint_id": result.checkpoint_id,
+        "tokens_before": result.tokens_before,
+        "tokens_after": result.tokens_after,
+        "reason": result.reason,
+        "trigger": str(result.trigger),
+        "phase": result.phase,
+        "requests": result.requests,
+        "segments": result.segments,
+        "level": result.level,
+        "producer": result.producer,
+    }
+
+
+def inspect_json(report: InspectReport) -> dict[str, Any]:
+    """`foya inspect --json`: every checkpoint (with its status), diagnostic, fingerprint, accepted
+    boundary and rewound range, the notices and the circuit breaker."""
+    return {
+        "session": report.session_id,
+        "current_checkpoint_id": report.current_id,
+        "checkpoints": [
+            {**_record_json(report, record), "status": report.status(record)} for record in report.records
+        ],
+        "diagnostics": [
+            {"seq": diagnostic.seq, "created_at": diagnostic.created_at, **diagnostic.payload}
+            for diagnostic in report.diagnostics
+        ],
+        "fingerprints": [
+            {"fingerprint": f.fingerprint, "reason": f.reason, "recorded_at": f.recorded_at}
+            for f in report.fingerprints
+        ],
+        "accepted_boundaries": [
+            {
+                "route": b.route_id,
+                "through_seq": b.through_seq,
+                "input_tokens": b.input_tokens,
+                "output_tokens": b.output_tokens,
+                "payload_bytes": b.payload_bytes,
+                "recorded_at": b.recorded_at,
+            }
+            for b in report.boundaries
+        ],
+        "rewound": [
+            {"rewind_seq": r.rewind_seq, "from_seq": r.first_seq, "through_seq": r.last_seq}
+            for r in report.rewound
+        ],
+        "notices": list(report.notices),
+        "breaker": breaker_json(report.breaker) if report.breaker is not None else None,
+    }
+
+
+def breaker_json(breaker: BreakerState) -> dict[str, Any]:
+    return {
+        "state": "open" if breaker.open else "closed",
+        "failures": breaker.failures,
+        "threshold": breaker.threshold,
+        "reasons": list(breaker.reasons),
+    }
+
+
+def _record_json(report: InspectReport, record: CheckpointRecord) -> dict[str, Any]:
+    checkpoint = record.checkpoint
+    base: dict[str, Any] = {
+        "id": record.id,
+        "event_seq": record.event_seq,
+        "valid": checkpoint is not None and record.problem is None,
+        "usable": record.usable,
+        "current": record.id == report.current_id,
+        "problem": record.problem,
+    }
+    if checkpoint is None:
+        return base
+    return {
+        **base,
+        "previous_id": checkpoint.previous_id,
+        "through_seq": checkpoint.through_seq,
+        "source_digest": checkpoint.source_digest,
+        "head_anchor_seq": checkpoint.head_anchor_seq,
+        "phase": str(checkpoint.phase),
+        "projection_kind": str(checkpoint.projection_kind),
+        "level": checkpoint.level,
+        "route": checkpoint.route_id,
+        "model": checkpoint.model,
+        "created_at": checkpoint.created_at,
+        "tokens_before": checkpoint.tokens_before,
+        "tokens_after": checkpoint.tokens_after,
+        "covered_messages": checkpoint.covered_messages,
+        "producer": checkpoint.producer,
+        "kept_messages": len(checkpoint.kept_messages),
+        "native_state_bytes": report.native_state_size(record),
+        "ledger": {
+            "counts": checkpoint.ledger.counts,
+            "dropped": checkpoint.ledger.dropped,
+            "text": checkpoint.ledger.render(),
+        },
+        "segments": [
+            {
+                "index": s.index,
+                "from_seq": s.from_seq,
+                "through_seq": s.through_seq,
+                "level": s.level,
+                "tokens": s.tokens,
+                "text": s.text,
+            }
+            for s in checkpoint.segments
+        ],
+    }
+
+
+__all__ = ["breaker_json", "compaction_json", "inspect_json", "json_of", "update_json"]

@@ -486,7 +486,7 @@ class Session:
             if isinstance(item, CompactionResult):
                 worker.join()
                 self.info = self.store.get_session(self.id)
-                yield CompactionFinished(self.id, item.report())
+                yield CompactionFinished(self.id, item)
                 return item
             stage, detail = item
             yield CompactionProgressed(self.id, str(trigger), str(stage), detail)

@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from foya_tui.runtime.compaction.attempt import CompactionResult
 from foya_tui.runtime.context.report import ContextReport
 from foya_tui.runtime.model import Usage
 
@@ -104,10 +105,10 @@ class CompactionProgressed:
 
 @dataclass(frozen=True)
 class CompactionFinished:
-    """A compaction ended; `report` is `CompactionResult.report()` (outcome, sizes, reason)."""
+    """A compaction ended: how (outcome, sizes, reason, the checkpoint it made)."""
 
     session_id: str
-    report: Mapping[str, Any]
+    result: CompactionResult
 
 
 @dataclass(frozen=True)

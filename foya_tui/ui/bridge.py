@@ -50,7 +50,7 @@ from foya_tui.ui.messages import (
 from foya_tui.ui.widgets.message_list import history_items
 
 if TYPE_CHECKING:
-    from foya_tui.runtime.compaction.attempt import Proposal
+    from foya_tui.runtime.compaction.attempt import CompactionResult, Proposal
     from foya_tui.runtime.compaction.report import CoveredBy, RecallHit
     from foya_tui.runtime.model import Event
     from foya_tui.runtime.providers.client import CancelToken
@@ -333,7 +333,7 @@ class Bridge(Widget):
                 if offer is not None and not cancel.cancelled:
                     self.post_message(CompactionProposed(offer, model_failure=proposed.reason))
                 else:
-                    self.post_message(CompactionEnded(proposed.report()))
+                    self.post_message(CompactionEnded(proposed))
             else:
                 self.post_message(CompactionProposed(proposed))
         except Exception as exc:
@@ -346,7 +346,7 @@ class Bridge(Widget):
             runtime, session = self._open_session()
             self.post_message(CompactionStaged("committing", ""))
             result = runtime.commit_compaction(proposal)
-            self.post_message(CompactionEnded(result.report()))
+            self.post_message(CompactionEnded(result))
             self.post_message(ContextReported(session.context().report()))
         except Exception as exc:
             self.post_message(CompactionEnded(failed_report(exc)))
@@ -357,7 +357,7 @@ class Bridge(Widget):
         try:
             runtime, _ = self._open_session()
             result = runtime.decline_compaction(proposal)
-            self.post_message(CompactionEnded(result.report(), declined=True))
+            self.post_message(CompactionEnded(result, declined=True))
         except Exception as exc:
             self.post_message(CompactionEnded(failed_report(exc)))
 
@@ -413,9 +413,7 @@ class Bridge(Widget):
             models = {option.route.id: option.route.model for option in runtime.routes(session.id)}
             models[session.route.id] = session.route.model
             limit = runtime.settings.compaction.max_fingerprints
-            # The JSON entries measure each native state (json.dumps): here, not on the UI thread.
-            checkpoints = {entry["id"]: entry for entry in report.to_json()["checkpoints"]}
-            self.post_message(SessionInspected(report, limit, models, checkpoints))
+            self.post_message(SessionInspected(report, limit, models))
         except Exception as exc:
             self.post_message(BridgeFailed(one_line(exc)))
 
@@ -476,17 +474,21 @@ class Bridge(Widget):
         return runtime, session
 
 
-def failed_report(exc: BaseException) -> dict[str, object]:
-    """A compaction that raised, in the shape of `CompactionResult.report()` (nothing was committed)."""
-    return {"outcome": "failed", "trigger": "manual", "reason": one_line(exc), "tokens_before": 0}
+def failed_report(exc: BaseException) -> CompactionResult:
+    """A manual compaction that raised: failed, nothing was committed."""
+    from foya_tui.runtime.compaction.attempt import CompactionResult
+    from foya_tui.runtime.compaction.failures import Outcome, Trigger
+
+    return CompactionResult(Outcome.FAILED, Trigger.MANUAL, one_line(exc), 0)
 
 
-def last_compaction(events: Iterable[Event]) -> Mapping[str, object] | None:
-    """The payload of the latest compaction diagnostic in history (SPEC C-15), or None."""
+def last_compaction(events: Iterable[Event]) -> CompactionResult | None:
+    """How the latest compaction recorded in history ended (its diagnostic, SPEC C-15), or None."""
+    from foya_tui.runtime.compaction.attempt import CompactionResult
     from foya_tui.runtime.model import EventKind
 
     last = None
     for event in events:
         if event.kind is EventKind.COMPACTION_DIAGNOSTIC and event.problem is None:
             last = event.payload
-    return last
+    return CompactionResult.from_diagnostic(last) if last is not None else None

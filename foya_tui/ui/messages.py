@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from textual.message import Message
 
 if TYPE_CHECKING:
-    from foya_tui.runtime.compaction.attempt import Proposal
+    from foya_tui.runtime.compaction.attempt import CompactionResult, Proposal
     from foya_tui.runtime.compaction.report import CoveredBy, InspectReport, RecallHit
     from foya_tui.runtime.context.report import ContextReport
     from foya_tui.runtime.model import Event
@@ -162,22 +162,13 @@ class TurnRecorded(Message):
 class SessionInspected(Message):
     """Everything compaction knows about the session was read from the store (`runtime.inspect`);
     `max_fingerprints` is how many failure fingerprints the session keeps (SPEC C-14), `models`
-    the model of each route id the switcher knows (the store names routes by id only), and
-    `checkpoints` each checkpoint's entry of `foya inspect --json` by id (its producer, kept
-    messages and native state size, measured in the worker: a native state may be megabytes)."""
+    the model of each route id the switcher knows (the store names routes by id only)."""
 
-    def __init__(
-        self,
-        report: InspectReport,
-        max_fingerprints: int,
-        models: Mapping[str, str],
-        checkpoints: Mapping[str, Mapping[str, Any]] | None = None,
-    ) -> None:
+    def __init__(self, report: InspectReport, max_fingerprints: int, models: Mapping[str, str]) -> None:
         super().__init__()
         self.report = report
         self.max_fingerprints = max_fingerprints
         self.models = models
-        self.checkpoints = checkpoints or {}
 
 
 class HistorySearched(Message):
@@ -248,11 +239,11 @@ class CompactionProposed(Message):
 
 class CompactionEnded(Message):
     """The manual compaction ended: committed, declined, or without a candidate (nothing to compact,
-    suppressed, failed, cancelled). `report` is `CompactionResult.report()`."""
+    suppressed, failed, cancelled)."""
 
-    def __init__(self, report: Mapping[str, Any], *, declined: bool = False) -> None:
+    def __init__(self, result: CompactionResult, *, declined: bool = False) -> None:
         super().__init__()
-        self.report = report
+        self.result = result
         self.declined = declined
 
 
@@ -267,12 +258,12 @@ class CompactionUndone(Message):
 
 
 class LastCompactionRead(Message):
-    """A resumed session's most recent compaction diagnostic (`report` has the fields of
-    `CompactionResult.report()`), for the meter's "last" line."""
+    """How a resumed session's most recent compaction ended (read from its diagnostic), for the
+    meter's "last" line."""
 
-    def __init__(self, report: Mapping[str, Any]) -> None:
+    def __init__(self, result: CompactionResult) -> None:
         super().__init__()
-        self.report = report
+        self.result = result
 
 
 class SessionRewound(Message):

@@ -112,7 +112,7 @@ def test_a_real_streamed_overflow_is_classified_and_recovered_once(
         session = rt.open_session(session_id)
         updates = list(session.send("Summarise the parts."))
         compactions = [u for u in updates if isinstance(u, CompactionFinished)]
-        assert len(compactions) == 1 and compactions[0].report["trigger"] == "provider"
+        assert len(compactions) == 1 and compactions[0].result.trigger == "provider"
         last = updates[-1]
         if isinstance(last, TurnFailed):
             assert last.kind in ("input_overflow", "empty_reply"), last

@@ -9,7 +9,7 @@ The first form is one process, one compaction: the real Runtime on the database 
 `FOYA_HOME` like `foya --db DB compact`), the offline simulator answering the summary requests.
 Hooks are installed in this process only (nothing in `foya_tui` changes): when the compaction reaches
 STAGE the process kills itself with SIGKILL, so no `finally`, no rollback, no atexit runs. Without a
-kill, the result (`CompactionResult.report()`) is written to FILE as JSON.
+kill, the result (`foya compact --json`'s object) is written to FILE as JSON.
 
 It also builds the sessions both compaction robustness tests use (`transcript`, `more_steps`).
 
@@ -240,6 +240,7 @@ def install(stage: str) -> None:
 
 def compact(db: str, session: str, workdir: str | None) -> dict[str, Any]:
     """What `foya --db DB compact SESSION` does, in this process."""
+    from foya_tui.cli_json import compaction_json
     from foya_tui.paths import resolve_paths
     from foya_tui.runtime.runtime import Runtime
     from foya_tui.settings import load_settings
@@ -248,7 +249,7 @@ def compact(db: str, session: str, workdir: str | None) -> dict[str, Any]:
     with Runtime(
         load_settings(paths.config_file), paths, workdir=Path(workdir) if workdir else None
     ) as runtime:
-        return runtime.compact(session).report()
+        return compaction_json(runtime.compact(session))
 
 
 def run(command: dict[str, Any]) -> None:

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from foya_tui.cli import main
+from foya_tui.cli_json import inspect_json
 from foya_tui.runtime.compaction.attempt import CompactionError, Proposal
 from foya_tui.runtime.compaction.failures import Outcome, Trigger
 from foya_tui.runtime.compaction.planner import NothingToCompact, Plan, plan_compaction
@@ -589,7 +590,7 @@ def test_undo_makes_the_previous_checkpoint_current_by_a_new_event(scripted: Run
     count = len(raw_rows(scripted, session_id))
     assert scripted.undo_compaction(session_id) == (second.id, first.id)
     assert scripted.context(session_id).checkpoint_id == first.id
-    statuses = [c["status"] for c in scripted.inspect(session_id).to_json()["checkpoints"]]
+    statuses = [c["status"] for c in inspect_json(scripted.inspect(session_id))["checkpoints"]]
     assert statuses == ["current", "undone"]
     assert scripted.undo_compaction(session_id) == (first.id, None)
     assert scripted.context(session_id).checkpoint_id is None
@@ -624,9 +625,9 @@ def test_the_budget_trigger_compacts_before_a_step_and_the_session_continues(run
     for index in range(6):
         updates = list(session.send(f"please read README.md ({index})"))
         finished.append(isinstance(updates[-1], TurnFinished))
-        compactions += [u.report for u in updates if isinstance(u, CompactionFinished)]
+        compactions += [u.result for u in updates if isinstance(u, CompactionFinished)]
     assert all(finished)
-    assert any(report["outcome"] == "accepted" and report["trigger"] == "budget" for report in compactions)
+    assert any(result.outcome == "accepted" and result.trigger == "budget" for result in compactions)
     assert session.context().checkpoint_id is not None
     assert runtime.verify(session.id).ok
 
@@ -642,16 +643,16 @@ def test_a_provider_overflow_compacts_once_per_turn(
     assert session.context().verdict == "ok"
     monkeypatch.setenv("FOYA_SIM_FAULTS", "overflowx1")
     updates = list(session.send("and once more"))
-    reports = [u.report for u in updates if isinstance(u, CompactionFinished)]
+    reports = [u.result for u in updates if isinstance(u, CompactionFinished)]
     assert isinstance(updates[-1], TurnFinished)
-    assert [r["trigger"] for r in reports].count("provider") == 1 and reports[-1]["outcome"] == "accepted"
+    assert [r.trigger for r in reports].count("provider") == 1 and reports[-1].outcome == "accepted"
     # The chat request and two summary requests overflow: K-8 asks the summary again, smaller each
     # time, and the third attempt makes the one recovery this turn needs.
     monkeypatch.setenv("FOYA_SIM_FAULTS", "overflowx3")
     updates = list(session.send("and again"))
     assert isinstance(updates[-1], TurnFinished)
-    reports = [u.report for u in updates if isinstance(u, CompactionFinished)]
-    assert [(r["trigger"], r["outcome"], r["requests"]) for r in reports] == [("provider", "accepted", 3)]
+    reports = [u.result for u in updates if isinstance(u, CompactionFinished)]
+    assert [(r.trigger, r.outcome, r.requests) for r in reports] == [("provider", "accepted", 3)]
 
 
 def test_rate_limits_and_quota_never_compact(runtime: Runtime, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -771,7 +772,7 @@ def test_cancelling_during_a_budget_compaction_ends_the_turn_and_writes_no_check
             if isinstance(update, CompactionProgressed) and update.stage == "summarising":
                 cancel.cancel()
         assert isinstance(updates[-1], TurnFailed) and updates[-1].kind == "cancelled"
-        (finished,) = [u.report for u in updates if isinstance(u, CompactionFinished)]
-        assert finished["outcome"] == "cancelled" and client.requests == []  # nothing was sent after
+        (finished,) = [u.result for u in updates if isinstance(u, CompactionFinished)]
+        assert finished.outcome == "cancelled" and client.requests == []  # nothing was sent after
         assert session.context().checkpoint_id is None
         assert runtime.verify(session_id).ok

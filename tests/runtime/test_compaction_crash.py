@@ -64,7 +64,7 @@ class ChildEnd:
     killed: bool
     exit: int | None
     report: dict[str, Any] | None
-    """`CompactionResult.report()` of a child that ran to its end."""
+    """`foya compact --json`'s object of a child that ran to its end."""
 
 
 class ChildServer:

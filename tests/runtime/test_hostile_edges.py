@@ -9,6 +9,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from foya_tui.cli_json import compaction_json
 from foya_tui.runtime.model import EventKind
 from foya_tui.runtime.providers.client import CancelToken, ProviderRequest
 from foya_tui.runtime.providers.litellm_client import LiteLLMClient
@@ -51,7 +52,7 @@ def test_a_non_utf8_file_name_never_breaks_a_session(
         assert isinstance(list(session.send("what is here? " + "padding " * 2000))[-1], TurnFinished)
         assert isinstance(list(session.send("and now?"))[-1], TurnFinished)
         result = runtime.compact(session.id)
-        report = result.report()
+        report = compaction_json(result)
         assert report["outcome"] == "accepted", report["reason"]
         events = valid_events(runtime.store.events(session.id))
     (listing,) = [e.payload for e in events if e.kind is EventKind.TOOL_RESULT]

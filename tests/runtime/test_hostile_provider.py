@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from foya_tui.cli_json import compaction_json
 from foya_tui.runtime.model import EventKind
 from foya_tui.runtime.providers.client import CancelToken, ProviderRequest, StreamFinished, TextDelta
 from foya_tui.runtime.providers.errors import FailureKind, ProviderError
@@ -126,7 +127,7 @@ def test_a_key_echoed_in_an_error_body_is_never_stored_or_printed(
             for text in ("first " + " ".join(f"word{i}" for i in range(2000)), "second"):
                 assert isinstance(list(session.send(text))[-1], TurnFinished)
             failed = list(runtime.open_session(session.id, echo).send("hi"))[-1]
-            compaction = runtime.compact(session.id, echo).report()
+            compaction = compaction_json(runtime.compact(session.id, echo))
             events = runtime.store.events(session.id)
         assert not isinstance(failed, TurnFinished)
         assert "Incorrect API key provided: *** and ***" in failed.reason

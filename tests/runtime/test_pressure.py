@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from foya_tui.cli import main
+from foya_tui.cli_json import inspect_json
 from foya_tui.runtime.compaction.acceptance import effect_gate_problems
 from foya_tui.runtime.compaction.failures import Outcome, Trigger
 from foya_tui.runtime.compaction.planner import NothingToCompact, plan_compaction
@@ -215,7 +216,7 @@ def test_a_summariser_that_always_fails_trips_the_breaker(tmp_path: Path, workdi
         # three failures (two requests each: first answer and its repair), each saved by the fallback
         assert producers[:3] == [("fallback", 2)] * 3
         assert producers[3] == ("fallback", 0)  # the breaker is open: no model was asked
-        breaker = runtime.inspect(session_id).to_json()["breaker"]
+        breaker = inspect_json(runtime.inspect(session_id))["breaker"]
         assert breaker["state"] == "open" and breaker["failures"] == 3
         assert "rejected twice" in breaker["reasons"][0]
         # a manual compaction asks the summariser again; success closes the breaker
@@ -224,7 +225,7 @@ def test_a_summariser_that_always_fails_trips_the_breaker(tmp_path: Path, workdi
         client.summaries = [RULE_SUMMARY]
         manual = runtime.compact(session_id)
         assert manual.outcome is Outcome.ACCEPTED and manual.producer == "llm", manual.reason
-        assert runtime.inspect(session_id).to_json()["breaker"]["state"] == "closed"
+        assert inspect_json(runtime.inspect(session_id))["breaker"]["state"] == "closed"
 
 
 def test_the_breaker_is_keyed_by_workspace_and_session(tmp_path: Path, workdir: Path) -> None:
@@ -362,8 +363,8 @@ def test_reactive_recovery_once_per_successful_provider_boundary(tmp_path: Path,
     with runtime_with(tmp_path, workdir, client, mid_turn_min_steps=2) as runtime:
         session_id = long_session(runtime, turns=6)
         updates = run_turn(runtime, session_id, "continue the work")
-        finished = [u.report for u in updates if isinstance(u, CompactionFinished)]
-        assert [(r["trigger"], r["outcome"]) for r in finished] == [("provider", "accepted")] * 2
+        finished = [u.result for u in updates if isinstance(u, CompactionFinished)]
+        assert [(r.trigger, r.outcome) for r in finished] == [("provider", "accepted")] * 2
         assert isinstance(updates[-1], TurnFinished)
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from foya_tui.cli_json import json_of
+from foya_tui.cli_json import inspect_json, json_of
 from foya_tui.runtime.compaction.failures import Trigger
 from foya_tui.runtime.model import EventKind
 from foya_tui.runtime.runtime import Runtime
@@ -93,7 +93,7 @@ def test_a_summariser_that_always_fails_trips_the_breaker_and_the_fallback_goes_
         third = diagnostics.index(failed[-1])
         later = [d for d in diagnostics[third + 1 :] if d["outcome"] == "accepted"]
         assert later and all(d["requests"] == 0 for d in later)
-        assert runtime.inspect(session.id).to_json()["breaker"]["state"] == "open"
+        assert inspect_json(runtime.inspect(session.id))["breaker"]["state"] == "open"
         assert rules_in_projection(session) == len(RULES)
 
 
@@ -140,7 +140,7 @@ def test_a_native_checkpoint_is_never_sent_to_another_route(tmp_path: Path) -> N
         session.switch_route(native)
         updates = list(session.send("and now?"))
         assert isinstance(updates[-1], TurnFinished), updates[-1]
-        report = runtime.inspect(session.id).to_json()
+        report = inspect_json(runtime.inspect(session.id))
         assert any(c.get("native_state_bytes") for c in report["checkpoints"])
 
 

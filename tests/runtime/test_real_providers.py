@@ -259,7 +259,7 @@ def test_an_empty_stream_is_re_asked_and_its_overflow_recovered_once(
         assert isinstance(failed, TurnFailed) and failed.kind == "input_overflow"
         # SPEC C-2: the provider trigger ran, once in the turn.
         compactions = [u for u in updates if isinstance(u, CompactionFinished)]
-        assert len(compactions) == 1 and compactions[0].report["trigger"] == "provider"
+        assert len(compactions) == 1 and compactions[0].result.trigger == "provider"
         kinds = [e.kind for e in rt.store.events(session_id)]
         assert EventKind.ASSISTANT_MESSAGE not in kinds and EventKind.PROVIDER_USAGE not in kinds
         assert rt.compaction_store.boundaries(session_id) == []  # SPEC C-13: nothing was accepted

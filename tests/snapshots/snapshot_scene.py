@@ -283,7 +283,7 @@ def recall_history(runtime: Runtime) -> str:
     last reply (seq 14) stays verbatim in the model's context. Returns the session id."""
     info = runtime.import_transcript(json.dumps(recall_transcript()).encode(), "recall.json")
     result = runtime.compact(info.id)
-    assert result.checkpoint is not None, result.report()
+    assert result.checkpoint is not None, result
     return info.id
 
 
@@ -380,5 +380,5 @@ def native_history(runtime: Runtime) -> str:
     for text in ("hello", long_message(0), long_message(1), "what files are in this project?", "summarise"):
         turn(session, text)
     result = runtime.compact(session.id)
-    assert result.checkpoint is not None and result.report()["producer"] == "native", result.report()
+    assert result.checkpoint is not None and result.producer == "native", result
     return session.id

@@ -10,6 +10,7 @@ import time
 from collections.abc import Awaitable, Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 from textual.pilot import Pilot
@@ -22,6 +23,19 @@ from foya_tui.ui.widgets.prompt import Prompt
 
 FIXED_NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 WaitUntil = Callable[[Pilot[None], Callable[[], bool]], Awaitable[None]]
+
+
+@pytest.fixture(autouse=True)
+def notifications_kept(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every notification the app shows is also kept in `app.notified`, in order: a test reads
+    what was said, not whether its toast is still on screen (a loaded machine can outlast it)."""
+    original = FoyaApp.notify
+
+    def notify(self: FoyaApp, message: str, **options: Any) -> None:
+        self.__dict__.setdefault("notified", []).append((message, options.get("severity", "information")))
+        original(self, message, **options)
+
+    monkeypatch.setattr(FoyaApp, "notify", notify)
 
 
 @pytest.fixture

@@ -9,8 +9,9 @@ from foya_tui.ui.app import FoyaApp
 
 
 def notifications(app: FoyaApp) -> list[tuple[str, str]]:
-    # Textual has no public accessor for the notifications on screen; the app keeps them here.
-    return [(note.message, note.severity) for note in app._notifications]
+    """(message, severity) of every notification shown so far, expired toasts included (kept by
+    the `notifications_kept` fixture in tests/ui/conftest.py)."""
+    return list(app.__dict__.get("notified", []))
 
 
 def record(app: FoyaApp) -> list[Message]:

@@ -16,6 +16,7 @@ from textual.pilot import Pilot
 from textual.widgets import Button
 
 from foya_tui.paths import FoyaPaths
+from foya_tui.runtime.compaction.attempt import CompactionResult
 from foya_tui.runtime.model import EventKind
 from foya_tui.runtime.runtime import Runtime
 from foya_tui.runtime.updates import CompactionFinished, CompactionProgressed
@@ -302,7 +303,7 @@ async def test_manual_compaction_shows_the_candidate_then_commits_it(
         report = runtime.inspect(session.id)
         assert report.current_id == checkpoint.id
         (ended,) = of_type(posted, CompactionEnded)
-        assert ended.report["outcome"] == "accepted"
+        assert ended.result.outcome == "accepted"
         kinds = [type(m) for m in posted]
         assert kinds.index(CompactionEnded) < len(kinds) - 1 - kinds[::-1].index(ContextReported)
         assert any(text.startswith("Context compacted: ") for text, _ in notifications(app))
@@ -347,9 +348,9 @@ async def test_a_candidate_that_does_not_shrink_is_reported_in_one_line(
         await compaction_done(pilot, wait_until)
         assert not of_type(posted, CompactionProposed)
         (ended,) = of_type(posted, CompactionEnded)
-        assert ended.report["outcome"] == "rejected"
+        assert ended.result.outcome == "rejected"
         warnings = [text for text, severity in notifications(app) if severity == "warning"]
-        assert warnings == [f"Compaction rejected: {ended.report['reason']}"]
+        assert warnings == [f"Compaction rejected: {ended.result.reason}"]
         assert "\n" not in warnings[0]
         assert "last: manual ✗ rejected" in meter_lines(app)
 
@@ -461,17 +462,18 @@ async def test_a_compaction_inside_a_turn_shows_on_the_meter(
         stages = [u.stage for u in updates if isinstance(u, CompactionProgressed)]
         assert stages[:2] == ["planning", "summarising"]
         (finished,) = [u for u in updates if isinstance(u, CompactionFinished)]
-        assert finished.report["outcome"] == "accepted" and finished.report["phase"] == "pre_turn"
-        before = short_tokens(finished.report["tokens_before"])
-        after = short_tokens(finished.report["tokens_after"])
+        assert finished.result.outcome == "accepted" and finished.result.phase == "pre_turn"
+        before = short_tokens(finished.result.tokens_before)
+        after = short_tokens(finished.result.tokens_after or 0)
         lines = meter_lines(app)
         assert f"last: pre_turn ✓ {before}→{after}" in lines
-        report = finished.report
-        shape = f"L{report['level']} · {report['segments']} seg"
-        assert f"CHECKPOINT {report['checkpoint_id'][:4]}… {shape}" in lines
+        result = finished.result
+        assert result.checkpoint_id is not None and result.producer is not None
+        shape = f"L{result.level} · {result.segments} seg"
+        assert f"CHECKPOINT {result.checkpoint_id[:4]}… {shape}" in lines
         # Who made it: the summaries of the earlier, too short histories failed and opened the
         # breaker (SPEC K-11), so this one may be the fallback's; the meter names it either way.
-        assert f"made by {PRODUCERS[report['producer']]}" in lines
+        assert f"made by {PRODUCERS[result.producer]}" in lines
         assert notifications(app)[shown_before:] == []  # a success shows on the meter only
 
 
@@ -482,8 +484,9 @@ async def test_a_running_compaction_replaces_the_last_line(app: FoyaApp, send: S
         session_id = app.session.id  # type: ignore[union-attr]
         screen.post_message(RuntimeUpdated(CompactionProgressed(session_id, "budget", "summarising", "2/3")))
         await wait_until(pilot, lambda: "budget: summarising 2/3…" in meter_lines(app))
-        report = {"outcome": "suppressed", "trigger": "budget", "reason": "an equivalent attempt failed"}
-        screen.post_message(RuntimeUpdated(CompactionFinished(session_id, report)))
+        reason = "an equivalent attempt failed"
+        result = ended({"outcome": "suppressed", "trigger": "budget", "reason": reason})
+        screen.post_message(RuntimeUpdated(CompactionFinished(session_id, result)))
         await wait_until(pilot, lambda: "last: budget ✗ suppressed" in meter_lines(app))
         assert ("Compaction suppressed: an equivalent attempt failed", "warning") in notifications(app)
 
@@ -647,27 +650,37 @@ async def test_the_new_keys_and_commands_have_ids_and_tooltips(app: FoyaApp, wai
 # -- pure helpers ------------------------------------------------------------------------------------
 
 
+def ended(diagnostic: dict[str, Any]) -> CompactionResult:
+    """How a compaction ended, as a resumed session reads it from its stored diagnostic."""
+    return CompactionResult.from_diagnostic(diagnostic)
+
+
 def test_the_last_line_says_how_a_compaction_ended() -> None:
-    accepted = {
-        "outcome": "accepted",
-        "trigger": "budget",
-        "phase": "pre_turn",
-        "tokens_before": 9_800,
-        "tokens_after": 2_100,
-    }
+    accepted = ended(
+        {
+            "outcome": "accepted",
+            "trigger": "budget",
+            "phase": "pre_turn",
+            "tokens_before": 9_800,
+            "tokens_after": 2_100,
+        }
+    )
     assert status_text(compaction_ended(accepted)) == ("last: pre_turn ✓ 9.8k→2.1k", "ok")
-    suppressed = {"outcome": "suppressed", "trigger": "budget", "tokens_before": 5000}
+    suppressed = ended({"outcome": "suppressed", "trigger": "budget", "tokens_before": 5000})
     assert status_text(compaction_ended(suppressed)) == ("last: budget ✗ suppressed", "failed")
-    declined = {"outcome": "rejected", "trigger": "manual", "tokens_before": 5000}
+    declined = ended({"outcome": "rejected", "trigger": "manual", "tokens_before": 5000})
     assert status_text(compaction_ended(declined, declined=True)) == ("last: manual · declined", "dim")
     assert status_text(compaction_running("manual", "summarising", "2/3")) == (
         "manual: summarising 2/3…",
         "running",
     )
     assert status_text(compaction_running("provider", "planning")) == ("provider: planning…", "running")
-    # Report text is cleaned and bounded like every other string the meter shows.
-    odd = compaction_ended({"outcome": "failed\x1b[31m", "trigger": None, "tokens_before": -4})
+    # A stored diagnostic of another version reads as the most cautious ending, never raises.
+    odd = compaction_ended(ended({"outcome": "failed\x1b[31m", "trigger": None, "tokens_before": -4}))
     assert odd == CompactionStatus(trigger="manual", outcome="failed", tokens_before=0)
+    # Its reason is cleaned and bounded like every other string the meter shows.
+    hostile = compaction_ended(ended({"outcome": "rejected", "reason": "too big\x1b]0;title\x07"}))
+    assert hostile.reason == "too big" and hostile.outcome == "rejected"
 
 
 def test_short_token_counts() -> None:

@@ -18,6 +18,8 @@ from textual.command import CommandList
 from textual.message import Message
 from textual.pilot import Pilot
 
+from foya_tui.cli_json import inspect_json
+from foya_tui.runtime.compaction.attempt import CompactionResult
 from foya_tui.runtime.compaction.failures import BreakerState
 from foya_tui.runtime.compaction.report import DiagnosticRecord
 from foya_tui.runtime.model import EventKind
@@ -300,7 +302,7 @@ async def test_esc_cancels_a_budget_compaction_inside_a_turn_and_nothing_is_writ
             assert kinds[user + 1 :] == [EventKind.COMPACTION_DIAGNOSTIC]
             seen = updates(posted)
             (finished,) = [u for u in seen if isinstance(u, CompactionFinished)]
-            assert finished.report["outcome"] == "cancelled"
+            assert finished.result.outcome == "cancelled"
             assert [u.kind for u in seen if isinstance(u, TurnFailed)] == ["cancelled"]
             stages = [u.stage for u in seen if isinstance(u, CompactionProgressed)]
             assert stages[:2] == ["planning", "summarising"]
@@ -378,8 +380,8 @@ async def test_compact_without_a_model_uses_the_candidate_dialog(
         report = runtime.inspect(session.id)
         (record_,) = report.records
         assert record_.checkpoint is not None and record_.checkpoint.producer == "fallback"
-        ended = [m.report for m in list(posted) if isinstance(m, CompactionEnded)]
-        assert ended[-1]["producer"] == "fallback"
+        ended = [m.result for m in list(posted) if isinstance(m, CompactionEnded)]
+        assert ended[-1].producer == "fallback"
         await wait_until(pilot, lambda: "made by fallback (no model)" in meter_text(app))
 
 
@@ -433,7 +435,7 @@ async def test_the_inspector_shows_a_fallback_checkpoint_and_the_open_breaker(
     session_id = breaker_history(runtime)
     expected = runtime.inspect(session_id)
     assert expected.breaker is not None and expected.breaker.open
-    (entry,) = expected.to_json()["checkpoints"]
+    (entry,) = inspect_json(expected)["checkpoints"]
     app = FoyaApp(runtime, session_id=session_id)
     async with app.run_test(size=(120, 60)) as pilot:
         screen = await inspector(pilot, wait_until)
@@ -463,7 +465,7 @@ async def test_the_inspector_shows_a_native_checkpoint_and_its_state(
 ) -> None:
     runtime = scene()
     session_id = native_history(runtime)
-    (entry,) = runtime.inspect(session_id).to_json()["checkpoints"]
+    (entry,) = inspect_json(runtime.inspect(session_id))["checkpoints"]
     size = entry["native_state_bytes"]
     assert isinstance(size, int) and size > 0
     app = FoyaApp(runtime, session_id=session_id)
@@ -539,7 +541,10 @@ def test_the_new_report_fields_are_read_and_clamped() -> None:
 
 def test_a_blocked_compaction_and_the_breaker_read_as_such() -> None:
     blocked = {"outcome": "blocked", "trigger": "budget", "phase": "pre_turn", "tokens_before": 5000}
-    assert status_text(compaction_ended(blocked)) == ("last: budget ⊘ blocked", "failed")
+    assert status_text(compaction_ended(CompactionResult.from_diagnostic(blocked))) == (
+        "last: budget ⊘ blocked",
+        "failed",
+    )
     payload = {**blocked, "producer": None, "reason": "the compaction hook blocked it: frozen [b]x[/b]"}
     line = diagnostic_lines(DiagnosticRecord(7, "2026-11-29T12:00:00+00:00", payload)).plain
     assert "budget pre_turn ⊘ blocked" in line and "frozen [b]x[/b]" in line  # no producer: not chosen yet

@@ -5,9 +5,10 @@ proposal that waits for the user before it is committed.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from enum import StrEnum
+from typing import Any, TypeVar
 
 from foya_tui.errors import InputError
 from foya_tui.runtime.compaction.failures import (
@@ -26,6 +27,8 @@ from foya_tui.runtime.view.checkpoint import (
     Checkpoint,
 )
 
+_E = TypeVar("_E", bound=StrEnum)
+
 ProgressCallback = Callable[[Stage, str], object]  # what it returns is ignored
 
 
@@ -35,7 +38,7 @@ class CompactionError(InputError):
 
 @dataclass(frozen=True)
 class CompactionResult:
-    """How one compaction attempt ended; `report()` is `foya compact --json`."""
+    """How one compaction attempt ended (`foya compact --json` is `cli_json.compaction_json`)."""
 
     outcome: Outcome
     trigger: Trigger
@@ -53,20 +56,50 @@ class CompactionResult:
     def accepted(self) -> bool:
         return self.outcome is Outcome.ACCEPTED
 
-    def report(self) -> dict[str, Any]:
-        return {
-            "outcome": str(self.outcome),
-            "checkpoint_id": self.checkpoint.id if self.checkpoint is not None else None,
-            "tokens_before": self.tokens_before,
-            "tokens_after": self.tokens_after,
-            "reason": self.reason,
-            "trigger": str(self.trigger),
-            "phase": self.phase,
-            "requests": self.requests,
-            "segments": len(self.checkpoint.segments) if self.checkpoint is not None else None,
-            "level": self.checkpoint.level if self.checkpoint is not None else None,
-            "producer": self.producer,
-        }
+    @property
+    def checkpoint_id(self) -> str | None:
+        return self.checkpoint.id if self.checkpoint is not None else None
+
+    @property
+    def segments(self) -> int | None:
+        """How many segments the checkpoint has (None without a checkpoint)."""
+        return len(self.checkpoint.segments) if self.checkpoint is not None else None
+
+    @property
+    def level(self) -> int | None:
+        return self.checkpoint.level if self.checkpoint is not None else None
+
+    @classmethod
+    def from_diagnostic(cls, payload: Mapping[str, Any]) -> CompactionResult:
+        """How a stored attempt ended, read back from its diagnostic event (SPEC C-15) for a resumed
+        session. Stored payloads come from older versions too: a value that is not what this
+        version writes reads as the most cautious one (failed, manual, no sizes) instead of raising."""
+        after = payload.get("tokens_after")
+        return cls(
+            outcome=_enum(Outcome, payload.get("outcome"), Outcome.FAILED),
+            trigger=_enum(Trigger, payload.get("trigger"), Trigger.MANUAL),
+            reason=_text(payload.get("reason")) or "",
+            tokens_before=_count(payload.get("tokens_before")) or 0,
+            tokens_after=_count(after),
+            phase=_text(payload.get("phase")),
+            requests=_count(payload.get("requests")) or 0,
+            producer=_text(payload.get("producer")),
+        )
+
+
+def _enum(kind: type[_E], value: object, default: _E) -> _E:
+    try:
+        return kind(value) if isinstance(value, str) else default
+    except ValueError:
+        return default
+
+
+def _text(value: object) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _count(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
 
 
 @dataclass(frozen=True)

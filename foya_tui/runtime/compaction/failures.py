@@ -149,14 +149,6 @@ class BreakerState:
         """Open: automatic compactions use the deterministic fallback without asking a model."""
         return self.failures >= self.threshold
 
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "state": "open" if self.open else "closed",
-            "failures": self.failures,
-            "threshold": self.threshold,
-            "reasons": list(self.reasons),
-        }
-
 
 def breaker_state(diagnostics: list[Mapping[str, Any]], workspace: str, threshold: int) -> BreakerState:
     """Count consecutive summariser failures in `workspace`, newest first, until a model-made

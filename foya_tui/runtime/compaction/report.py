@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from foya_tui.runtime.compaction.failures import BreakerState
@@ -22,9 +22,6 @@ class DiagnosticRecord:
     seq: int
     created_at: str
     payload: Mapping[str, Any]
-
-    def to_json(self) -> dict[str, Any]:
-        return {"seq": self.seq, "created_at": self.created_at, **self.payload}
 
 
 @dataclass(frozen=True)
@@ -58,6 +55,9 @@ class InspectReport:
     """Ids of the usable checkpoints after the last rewind, oldest first."""
     breaker: BreakerState | None = None
     """The circuit breaker of this (workspace, session) (SPEC K-11)."""
+    native_state_bytes: Mapping[str, int] = field(default_factory=dict)
+    """Each native checkpoint's state size by checkpoint id, measured when the report is read (a
+    native state may be megabytes: the faces never serialise it again)."""
 
     def status(self, record: CheckpointRecord) -> str:
         """`current`, `earlier` (superseded, can be made current by undo), `undone` (newer than the
@@ -76,90 +76,9 @@ class InspectReport:
             return "undone"
         return "earlier"
 
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "session": self.session_id,
-            "current_checkpoint_id": self.current_id,
-            "checkpoints": [
-                {**_record_json(record, record.id == self.current_id), "status": self.status(record)}
-                for record in self.records
-            ],
-            "diagnostics": [diagnostic.to_json() for diagnostic in self.diagnostics],
-            "fingerprints": [
-                {"fingerprint": f.fingerprint, "reason": f.reason, "recorded_at": f.recorded_at}
-                for f in self.fingerprints
-            ],
-            "accepted_boundaries": [
-                {
-                    "route": b.route_id,
-                    "through_seq": b.through_seq,
-                    "input_tokens": b.input_tokens,
-                    "output_tokens": b.output_tokens,
-                    "payload_bytes": b.payload_bytes,
-                    "recorded_at": b.recorded_at,
-                }
-                for b in self.boundaries
-            ],
-            "rewound": [
-                {"rewind_seq": r.rewind_seq, "from_seq": r.first_seq, "through_seq": r.last_seq}
-                for r in self.rewound
-            ],
-            "notices": list(self.notices),
-            "breaker": self.breaker.to_json() if self.breaker is not None else None,
-        }
-
-
-def _record_json(record: CheckpointRecord, current: bool) -> dict[str, Any]:
-    checkpoint: Checkpoint | None = record.checkpoint
-    base: dict[str, Any] = {
-        "id": record.id,
-        "event_seq": record.event_seq,
-        "valid": checkpoint is not None and record.problem is None,
-        "usable": record.usable,
-        "current": current,
-        "problem": record.problem,
-    }
-    if checkpoint is None:
-        return base
-    return {
-        **base,
-        "previous_id": checkpoint.previous_id,
-        "through_seq": checkpoint.through_seq,
-        "source_digest": checkpoint.source_digest,
-        "head_anchor_seq": checkpoint.head_anchor_seq,
-        "phase": str(checkpoint.phase),
-        "projection_kind": str(checkpoint.projection_kind),
-        "level": checkpoint.level,
-        "route": checkpoint.route_id,
-        "model": checkpoint.model,
-        "created_at": checkpoint.created_at,
-        "tokens_before": checkpoint.tokens_before,
-        "tokens_after": checkpoint.tokens_after,
-        "covered_messages": checkpoint.covered_messages,
-        "producer": checkpoint.producer,
-        "kept_messages": len(checkpoint.kept_messages),
-        "native_state_bytes": len(
-            json.dumps(checkpoint.native_state, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
-        )
-        if checkpoint.native_state is not None
-        else None,
-        "ledger": {
-            "counts": checkpoint.ledger.counts,
-            "dropped": checkpoint.ledger.dropped,
-            "text": checkpoint.ledger.render(),
-        },
-        "segments": [
-            {
-                "index": s.index,
-                "from_seq": s.from_seq,
-                "through_seq": s.through_seq,
-                "level": s.level,
-                "tokens": s.tokens,
-                "text": s.text,
-            }
-            for s in checkpoint.segments
-        ],
-    }
+    def native_state_size(self, record: CheckpointRecord) -> int | None:
+        """The serialised size of a provider-native checkpoint's state, in bytes (None otherwise)."""
+        return self.native_state_bytes.get(record.id)
 
 
 def inspect_session(
@@ -179,9 +98,10 @@ def inspect_session(
         and isinstance(to_seq := event.payload.get("to_seq"), int)
         and to_seq < event.seq - 1
     ]
+    records = tuple(reader.all_records(session_id))
     return InspectReport(
         session_id=session_id,
-        records=tuple(reader.all_records(session_id)),
+        records=records,
         current_id=state.current.id if state.current is not None else None,
         diagnostics=tuple(
             DiagnosticRecord(event.seq, event.created_at, event.payload)
@@ -194,7 +114,17 @@ def inspect_session(
         notices=state.notices,
         lineage=state.lineage,
         breaker=breaker,
+        native_state_bytes={
+            record.id: native_state_bytes(record.checkpoint.native_state)
+            for record in records
+            if record.checkpoint is not None and record.checkpoint.native_state is not None
+        },
     )
+
+
+def native_state_bytes(state: object) -> int:
+    """The size of a native state as stored: compact JSON, UTF-8."""
+    return len(json.dumps(state, ensure_ascii=False, separators=(",", ":")).encode("utf-8"))
 
 
 @dataclass(frozen=True)
@@ -258,14 +188,6 @@ class CoveredBy:
     from_seq: int
     through_seq: int
 
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "checkpoint_id": self.checkpoint_id,
-            "segment": self.segment,
-            "from_seq": self.from_seq,
-            "through_seq": self.through_seq,
-        }
-
 
 @dataclass(frozen=True)
 class RecallHit:
@@ -276,15 +198,6 @@ class RecallHit:
     role: str
     snippet: str
     covered_by: CoveredBy | None
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "seq": self.seq,
-            "kind": self.kind,
-            "role": self.role,
-            "snippet": self.snippet,
-            "covered_by": self.covered_by.to_json() if self.covered_by is not None else None,
-        }
 
 
 def covering_segment(checkpoint: Checkpoint | None, seq: int) -> CoveredBy | None:

@@ -319,7 +319,7 @@ class ConversationScreen(TurnFlow, CompactionFlow, HistoryFlow, Screen[None]):
         self.input_steps = (*self.input_steps, *message.steps)
 
     def on_last_compaction_read(self, message: LastCompactionRead) -> None:
-        self.compaction_status = compaction_ended(message.report)
+        self.compaction_status = compaction_ended(message.result)
 
     async def on_bridge_failed(self, message: BridgeFailed) -> None:
         self.notify(message.reason, severity="error", markup=False)
@@ -389,9 +389,7 @@ class ConversationScreen(TurnFlow, CompactionFlow, HistoryFlow, Screen[None]):
 
     def on_session_inspected(self, message: SessionInspected) -> None:
         if self._inspector is not None:
-            self._inspector.show(
-                message.report, message.max_fingerprints, message.models, message.checkpoints
-            )
+            self._inspector.show(message.report, message.max_fingerprints, message.models)
 
     def on_history_searched(self, message: HistorySearched) -> None:
         if self._inspector is not None:

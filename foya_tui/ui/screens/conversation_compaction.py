@@ -9,8 +9,7 @@ after a confirmation. Each ends with a notification, and refreshes an open inspe
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from foya_tui.ui.messages import CompactionEnded, CompactionProposed, CompactionStaged, CompactionUndone
 from foya_tui.ui.screens.conversation_host import ConversationHost
@@ -20,6 +19,8 @@ from foya_tui.ui.widgets.prompt import Prompt
 
 if TYPE_CHECKING:
     from textual.notifications import SeverityLevel
+
+    from foya_tui.runtime.compaction.attempt import CompactionResult
 
 
 class CompactionFlow(ConversationHost):
@@ -68,8 +69,8 @@ class CompactionFlow(ConversationHost):
         self.app.push_screen(CompactionScreen(proposal.checkpoint, message.model_failure), answered)
 
     def on_compaction_ended(self, message: CompactionEnded) -> None:
-        self.compaction_status = compaction_ended(message.report, declined=message.declined)
-        notice, severity = compaction_notice(message.report, declined=message.declined)
+        self.compaction_status = compaction_ended(message.result, declined=message.declined)
+        notice, severity = compaction_notice(message.result, declined=message.declined)
         self.notify(notice, severity=severity, markup=False)
         self._set_activity(None)
         self._refresh_inspector()
@@ -116,18 +117,17 @@ class CompactionFlow(ConversationHost):
         self._refresh_inspector()
 
 
-def compaction_notice(report: Mapping[str, Any], *, declined: bool = False) -> tuple[str, SeverityLevel]:
+def compaction_notice(result: CompactionResult, *, declined: bool = False) -> tuple[str, SeverityLevel]:
     """One line for a notification about how a compaction ended, and its severity."""
-    from foya_tui.ui.widgets.budget_meter import one_line, tokens
+    from foya_tui.ui.widgets.budget_meter import one_line
     from foya_tui.ui.widgets.checkpoint_tree import counted
 
-    outcome = one_line(report.get("outcome"))
-    reason = one_line(report.get("reason"))
+    outcome = str(result.outcome)
+    reason = one_line(result.reason)
     if outcome == "accepted":
-        before, after = tokens(report.get("tokens_before")), tokens(report.get("tokens_after"))
-        segments = counted(tokens(report.get("segments")), "segment", "segments")
-        shape = f"{segments}, level {tokens(report.get('level'))}"
-        return f"Context compacted: {before:,} → {after:,} tokens ({shape}).", "information"
+        after = result.tokens_after or 0
+        shape = f"{counted(result.segments or 0, 'segment', 'segments')}, level {result.level or 0}"
+        return f"Context compacted: {result.tokens_before:,} → {after:,} tokens ({shape}).", "information"
     if declined:
         return "Compaction declined; nothing was committed.", "information"
     if outcome == "cancelled":

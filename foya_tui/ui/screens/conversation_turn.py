@@ -94,9 +94,9 @@ class TurnFlow(ConversationHost):
                 # The turn's esc stops it: the compaction shares the turn's cancel token.
                 self.query_one(Prompt).set_busy(f"compacting: {update.stage}{detail} · esc cancels the reply")
         elif isinstance(update, CompactionFinished):
-            self.compaction_status = compaction_ended(update.report)
+            self.compaction_status = compaction_ended(update.result)
             self.query_one(Prompt).set_busy(self._state.busy_line)
-            notice, severity = compaction_notice(update.report)
+            notice, severity = compaction_notice(update.result)
             if severity != "information":  # a success shows on the meter; a failure is said once
                 self.notify(notice, severity=severity, markup=False)
             self._refresh_inspector()

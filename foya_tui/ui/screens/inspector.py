@@ -195,10 +195,10 @@ def breaker_lines(breaker: BreakerState) -> list[Content]:
 
 
 def checkpoint_facts(
-    record: CheckpointRecord, checkpoint: Checkpoint, status: str, facts: Mapping[str, Any] | None = None
+    record: CheckpointRecord, checkpoint: Checkpoint, status: str, native_state_bytes: int | None = None
 ) -> str:
-    """The selected checkpoint's fields, then its ledger as the model sees it; `facts` is its
-    `foya inspect --json` entry (the native state's size)."""
+    """The selected checkpoint's fields, then its ledger as the model sees it (`native_state_bytes`:
+    a native checkpoint's state size, measured when the report was read)."""
     previous = short_id(checkpoint.previous_id) if checkpoint.previous_id else "none"
     anchor = checkpoint.head_anchor_seq if checkpoint.head_anchor_seq is not None else "none"
     lines = [
@@ -211,7 +211,7 @@ def checkpoint_facts(
         f"tokens {checkpoint.tokens_before:,} → {checkpoint.tokens_after:,}"
         f" · created {local_time(checkpoint.created_at)}",
     ]
-    if detail := producer_detail(record, facts or {}):
+    if detail := producer_detail(record, native_state_bytes):
         lines.append(detail)
     lines += [
         "",
@@ -318,7 +318,6 @@ class InspectorScreen(Screen[None]):
         self._read_sources = read_sources
         self._read_event = read_event
         self.report: InspectReport | None = None
-        self.checkpoint_facts: Mapping[str, Mapping[str, Any]] = {}
         """Each checkpoint's `foya inspect --json` entry, by id."""
         self.max_fingerprints = 0
         self._known: Mapping[str, str] = {}
@@ -386,12 +385,10 @@ class InspectorScreen(Screen[None]):
         report: InspectReport,
         max_fingerprints: int,
         models: Mapping[str, str] | None = None,
-        checkpoints: Mapping[str, Mapping[str, Any]] | None = None,
     ) -> None:
         """Render a freshly read report (the cursor stays on the line it was on); `models` names the
-        model of each route id, `checkpoints` holds each checkpoint's JSON entry by id."""
+        model of each route id."""
         self.report = report
-        self.checkpoint_facts = checkpoints or {}
         self.max_fingerprints = max_fingerprints
         self._known = models or {}
         if self._mounted:
@@ -404,7 +401,7 @@ class InspectorScreen(Screen[None]):
         count_ = len(report.records)
         self._show_header(f"{count_} checkpoint{'s' if count_ != 1 else ''} · read from the store")
         self.query_one("#log", Static).update(log_content(report, self.max_fingerprints, self._models))
-        self.tree.show(report, self.checkpoint_facts)
+        self.tree.show(report)
         self._show_entry(self.tree.cursor_node.data if self.tree.cursor_node is not None else None)
 
     def on_tree_node_highlighted(self, event: Tree.NodeHighlighted[TreeEntry]) -> None:
@@ -427,8 +424,8 @@ class InspectorScreen(Screen[None]):
             text.update(Text(clean(entry.segment.text)))
         elif checkpoint is not None:
             title = f"CHECKPOINT {short_id(record.id)} · {entry.status}"
-            facts = self.checkpoint_facts.get(record.id)
-            text.update(Text(checkpoint_facts(record, checkpoint, entry.status, facts)))
+            native_bytes = self.report.native_state_size(record) if self.report is not None else None
+            text.update(Text(checkpoint_facts(record, checkpoint, entry.status, native_bytes)))
         else:
             title = f"CHECKPOINT {clean(record.id)} · unreadable"
             problem = record.problem or "neither its row nor its event holds a valid checkpoint"

@@ -18,9 +18,9 @@ reports): how it ended, or the stage of the one running now, with a stage-count 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 from textual.app import ComposeResult
 from textual.containers import VerticalScroll
@@ -28,6 +28,7 @@ from textual.content import Content
 from textual.reactive import reactive
 from textual.widget import Widget
 
+from foya_tui.runtime.compaction.attempt import CompactionResult
 from foya_tui.runtime.compaction.failures import Producer
 from foya_tui.runtime.context.budget import Verdict
 from foya_tui.runtime.context.report import (
@@ -211,16 +212,15 @@ def compaction_running(trigger: object, stage: object, detail: object = "") -> C
     )
 
 
-def compaction_ended(report: Mapping[str, Any], *, declined: bool = False) -> CompactionStatus:
-    """From `CompactionResult.report()` (or a stored diagnostic, which has the same fields)."""
-    after = report.get("tokens_after")
+def compaction_ended(result: CompactionResult, *, declined: bool = False) -> CompactionStatus:
+    """How a compaction ended (live, or read back from a resumed session's diagnostic)."""
     return CompactionStatus(
-        trigger=one_line(report.get("trigger"), 20) or "manual",
-        outcome=one_line(report.get("outcome"), 30) or "failed",
-        phase=one_line(report.get("phase"), 20),
-        tokens_before=tokens(report.get("tokens_before")),
-        tokens_after=None if after is None else tokens(after),
-        reason=one_line(report.get("reason")),
+        trigger=str(result.trigger),
+        outcome=str(result.outcome),
+        phase=one_line(result.phase, 20),
+        tokens_before=result.tokens_before,
+        tokens_after=result.tokens_after,
+        reason=one_line(result.reason),
         declined=declined,
     )
 
@@ -615,7 +615,7 @@ def set_verdict_classes(widget: Widget, verdict: str) -> None:
 
 
 class BudgetMeter(VerticalScroll):
-    """The sidebar meter. Set `report` (a `RequestView.report()` dict) and `steps` (input tokens
+    """The sidebar meter. Set `report` (a typed `RequestView.report()`) and `steps` (input tokens
     per step); the parts follow through `reading`."""
 
     DEFAULT_CSS = """

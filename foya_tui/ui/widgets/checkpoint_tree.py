@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from rich.style import Style
 from rich.text import Text
@@ -124,11 +124,9 @@ class CheckpointTree(Tree[TreeEntry]):
         self.show_root = False
         self.guide_depth = 3
 
-    def show(self, report: InspectReport, facts: Mapping[str, Mapping[str, Any]] | None = None) -> None:
+    def show(self, report: InspectReport) -> None:
         """Replace the lines with `report`'s checkpoints; the cursor stays on the same line when it
-        still exists, otherwise it goes to the current checkpoint's first segment. `facts` are the
-        checkpoints' `foya inspect --json` entries by id (for their native state's size)."""
-        facts = facts or {}
+        still exists, otherwise it goes to the current checkpoint's first segment."""
         cursor = self.cursor_node
         keep = cursor.data.key if cursor is not None and cursor.data is not None else None
         self.clear()
@@ -142,7 +140,7 @@ class CheckpointTree(Tree[TreeEntry]):
             if record.problem:
                 problem = TreeEntry("problem", record, status=status)
                 lines.append(node.add_leaf(Text(f"⚠ {clean(record.problem)}"), problem))
-            detail = producer_detail(record, facts.get(record.id, {}), short=True)
+            detail = producer_detail(record, report.native_state_size(record), short=True)
             if detail:
                 lines.append(node.add_leaf(Text(detail), TreeEntry("detail", record, status=status)))
             checkpoint = record.checkpoint
@@ -213,21 +211,20 @@ def checkpoint_label(record: CheckpointRecord, status: str) -> Text:
     return Text(f"{head}  L{checkpoint.level}  {count} seg  {clean(checkpoint.producer)}")
 
 
-def producer_detail(record: CheckpointRecord, facts: Mapping[str, Any], *, short: bool = False) -> str:
+def producer_detail(record: CheckpointRecord, native_state_bytes: int | None, *, short: bool = False) -> str:
     """What the producer made, beside the segments: `native state 341 bytes · route foya-sim/native`
     for a provider-native checkpoint, `no model · 12 messages kept verbatim` for the deterministic
     fallback (its line says "fallback"); "" otherwise. `short` drops the word "route", for the
-    tree's narrow lines. Sizes come from the `foya inspect --json` entry (`facts`)."""
+    tree's narrow lines."""
     checkpoint = record.checkpoint
     if checkpoint is None:
         return ""
     if str(checkpoint.projection_kind) == "native" or checkpoint.producer == "native":
-        size = facts.get("native_state_bytes")
-        state = f"native state {size:,} bytes" if isinstance(size, int) else "native state"
+        size = native_state_bytes
+        state = f"native state {size:,} bytes" if size is not None else "native state"
         return f"{state} · {'' if short else 'route '}{clean(checkpoint.model)}"
     if checkpoint.producer == "fallback":
-        kept = facts.get("kept_messages", len(checkpoint.kept_messages))
-        kept = kept if isinstance(kept, int) else len(checkpoint.kept_messages)
+        kept = len(checkpoint.kept_messages)
         return f"no model · {counted(kept, 'message', 'messages')} kept verbatim"
     return ""
 
