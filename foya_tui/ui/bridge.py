@@ -14,12 +14,13 @@ event's full text.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 from textual import work
 from textual.widget import Widget
-from textual.worker import get_current_worker
+from textual.worker import Worker, get_current_worker
 
 from foya_tui.ui.messages import (
     BridgeFailed,
@@ -46,6 +47,7 @@ from foya_tui.ui.messages import (
     ToolResultRead,
     ToolResultRecorded,
     TurnRecorded,
+    TurnRefused,
 )
 from foya_tui.ui.widgets.message_list import history_items
 
@@ -57,6 +59,7 @@ if TYPE_CHECKING:
     from foya_tui.runtime.providers.routes import Route
     from foya_tui.runtime.runtime import Runtime
     from foya_tui.runtime.session import Session
+    from foya_tui.runtime.store.lease import SessionLease
 
 
 SEARCH_LIMIT = 50
@@ -106,6 +109,9 @@ class Bridge(Widget):
         self._session: Session | None = None
         self._cancel: CancelToken | None = None
         self._compaction_cancel: CancelToken | None = None
+        self._shown_seq = 0
+        """The newest seq of the open session that the conversation shows: a larger one in the store
+        was written by another Foya (the session lease makes writes exclusive, not invisible)."""
 
     @property
     def session(self) -> Session | None:
@@ -141,6 +147,7 @@ class Bridge(Widget):
                 self._route = session.route
                 events = runtime.events(session.id)
                 self._session = session
+                self._shown_seq = events[-1].seq if events else 0
                 self.post_message(SessionOpened(session, events, history_items(events)))
                 self.post_message(ContextReported(session.context().report(), input_steps(events)))
                 last = last_compaction(events)
@@ -233,9 +240,6 @@ class Bridge(Widget):
 
     @work(thread=True, exclusive=True, group="turn", exit_on_error=False)
     def _run_turn(self, text: str, cancel: CancelToken) -> None:
-        from foya_tui.runtime.updates import ContextUpdated, ToolCallFinished
-        from foya_tui.ui.widgets.tool_block import outcome_of
-
         worker = get_current_worker()
         try:
             session = self._session
@@ -244,29 +248,87 @@ class Bridge(Widget):
             if session is None:
                 session = runtime.new_session(self._route or runtime.route_for(self._model))
                 self._session = session
+                self._shown_seq = runtime.last_seq(session.id)
                 self.post_message(SessionCreated(session))
-            seen = start = runtime.last_seq(session.id)
-            for update in session.send(text, cancel):
-                if worker.is_cancelled:
-                    cancel.cancel()
-                if isinstance(update, ToolCallFinished):
-                    # The result may be megabytes: its preview and digest are made here, not in the UI.
-                    outcome = outcome_of(update.seq, update.content, update.is_error, update.metadata)
-                    self.post_message(ToolResultRecorded(update, outcome))
-                    continue
-                self.post_message(RuntimeUpdated(update))
-                if isinstance(update, ContextUpdated):
-                    # A turn may make several model calls, and TurnFinished carries only the last
-                    # one's usage: the sparkline takes every step from the usage records, as on resume.
-                    # Only the events since the last look are read, while the turn is between steps.
-                    fresh = runtime.events(session.id, after_seq=seen)
-                    seen = fresh[-1].seq if fresh else seen
-                    steps = input_steps(fresh)
-                    if steps:
-                        self.post_message(StepsRecorded(steps))
-            self._post_turn_seqs(runtime, session.id, start)
+            with self._writing(runtime, session, text) as lease:
+                if lease is not None:
+                    self._stream_turn(runtime, session, text, cancel, worker)
         except Exception as exc:
             self.post_message(BridgeFailed(one_line(exc)))
+
+    def _stream_turn(
+        self, runtime: Runtime, session: Session, text: str, cancel: CancelToken, worker: Worker[None]
+    ) -> None:
+        """Send `text` and post every update of the turn (in `_run_turn`'s thread, under the lease)."""
+        from foya_tui.runtime.updates import ContextUpdated, ToolCallFinished
+        from foya_tui.ui.widgets.tool_block import outcome_of
+
+        seen = start = runtime.last_seq(session.id)
+        for update in session.send(text, cancel):
+            if worker.is_cancelled:
+                cancel.cancel()
+            if isinstance(update, ToolCallFinished):
+                # The result may be megabytes: its preview and digest are made here, not in the UI.
+                outcome = outcome_of(update.seq, update.content, update.is_error, update.metadata)
+                self.post_message(ToolResultRecorded(update, outcome))
+                continue
+            self.post_message(RuntimeUpdated(update))
+            if isinstance(update, ContextUpdated):
+                # A turn may make several model calls, and TurnFinished carries only the last
+                # one's usage: the sparkline takes every step from the usage records, as on resume.
+                # Only the events since the last look are read, while the turn is between steps.
+                fresh = runtime.events(session.id, after_seq=seen)
+                seen = fresh[-1].seq if fresh else seen
+                steps = input_steps(fresh)
+                if steps:
+                    self.post_message(StepsRecorded(steps))
+        self._post_turn_seqs(runtime, session.id, start)
+
+    @contextmanager
+    def _writing(
+        self, runtime: Runtime, session: Session, text: str | None = None
+    ) -> Iterator[SessionLease | None]:
+        """Hold the session's writer lease around a worker's writes (one writer per session, across
+        processes) and keep `_shown_seq` true. When another Foya holds the lease,
+        or wrote to the session since the conversation was shown, a turn (`text` given) is refused
+        — the conversation is reloaded first in the second case — and yields None; any other write
+        raises SessionBusy, or goes on and reloads the conversation afterwards."""
+        from foya_tui.runtime.store.lease import SessionBusy
+
+        try:
+            lease = runtime.claim(session.id)
+        except SessionBusy as exc:
+            if text is None:
+                raise
+            self.post_message(TurnRefused(f"{one_line(exc)}; your message was not sent", text))
+            yield None
+            return
+        with lease:
+            foreign = runtime.last_seq(session.id) > self._shown_seq
+            if foreign and text is not None:
+                self._reload(runtime, session)
+                self.post_message(
+                    TurnRefused(
+                        "Another Foya added to this conversation; it is shown as it now is, and your "
+                        "message was not sent: send it again to continue from there",
+                        text,
+                    )
+                )
+                yield None
+                return
+            try:
+                yield lease
+            finally:
+                self._shown_seq = runtime.last_seq(session.id)
+        if foreign:
+            self._reload(runtime, session)
+
+    def _reload(self, runtime: Runtime, session: Session) -> None:
+        """Post the open session's history and next request again, as a resume does."""
+        events = runtime.events(session.id)
+        self._shown_seq = events[-1].seq if events else 0
+        self.post_message(SessionOpened(session, events, history_items(events)))
+        self.post_message(ContextReported(session.context().report(), input_steps(events)))
 
     def _post_turn_seqs(self, runtime: Runtime, session_id: str, start: int) -> None:
         """Say which events the turn just ended stored, so its blocks know where a rewind goes."""
@@ -320,14 +382,15 @@ class Bridge(Widget):
 
         try:
             runtime, session = self._open_session()
-            proposed = runtime.propose_compaction(
-                session.id,
-                session.route,
-                cancel=cancel,
-                # Called in this worker's thread: it posts, and never touches a widget.
-                progress=lambda stage, detail: self.post_message(CompactionStaged(str(stage), detail)),
-                use_model=use_model,
-            )
+            with self._writing(runtime, session):  # a failed attempt still writes its diagnostic
+                proposed = runtime.propose_compaction(
+                    session.id,
+                    session.route,
+                    cancel=cancel,
+                    # Called in this worker's thread: it posts, and never touches a widget.
+                    progress=lambda stage, detail: self.post_message(CompactionStaged(str(stage), detail)),
+                    use_model=use_model,
+                )
             if isinstance(proposed, CompactionResult):
                 offer = runtime.fallback_offer(session.id, session.route, proposed) if use_model else None
                 if offer is not None and not cancel.cancelled:
@@ -345,7 +408,8 @@ class Bridge(Widget):
         try:
             runtime, session = self._open_session()
             self.post_message(CompactionStaged("committing", ""))
-            result = runtime.commit_compaction(proposal)
+            with self._writing(runtime, session):
+                result = runtime.commit_compaction(proposal)
             self.post_message(CompactionEnded(result))
             self.post_message(ContextReported(session.context().report()))
         except Exception as exc:
@@ -355,8 +419,9 @@ class Bridge(Widget):
     def decline_compaction(self, proposal: Proposal) -> None:
         """Record that the user declined the candidate; nothing else is written."""
         try:
-            runtime, _ = self._open_session()
-            result = runtime.decline_compaction(proposal)
+            runtime, session = self._open_session()
+            with self._writing(runtime, session):
+                result = runtime.decline_compaction(proposal)
             self.post_message(CompactionEnded(result, declined=True))
         except Exception as exc:
             self.post_message(CompactionEnded(failed_report(exc)))
@@ -366,7 +431,8 @@ class Bridge(Widget):
         """Make the previous checkpoint (or none) current by a new event, then report the next request."""
         try:
             runtime, session = self._open_session()
-            undone, restored = runtime.undo_compaction(session.id)
+            with self._writing(runtime, session):
+                undone, restored = runtime.undo_compaction(session.id)
             self.post_message(CompactionUndone(undone, restored))
             self.post_message(ContextReported(session.context().report()))
         except Exception as exc:
@@ -378,7 +444,8 @@ class Bridge(Widget):
         conversation as it now reads and the next request, as a resume does."""
         try:
             runtime, session = self._open_session()
-            rewind_seq = runtime.rewind(session.id, to_seq)
+            with self._writing(runtime, session):
+                rewind_seq = runtime.rewind(session.id, to_seq)
             events = runtime.events(session.id)
             self.post_message(SessionRewound(to_seq, rewind_seq, history_items(events), refill))
             self.post_message(ContextReported(session.context().report(), input_steps(events)))
@@ -397,6 +464,7 @@ class Bridge(Widget):
             session = runtime.open_session(forked.info.id, source.route)
             events = runtime.events(session.id)
             self._session, self._route = session, session.route
+            self._shown_seq = events[-1].seq if events else 0
             self.post_message(SessionForked(source.info.short_id, session, forked.at_seq))
             self.post_message(SessionOpened(session, events, history_items(events)))
             self.post_message(ContextReported(session.context().report(), input_steps(events)))

@@ -101,6 +101,16 @@ class ToolResultRead(Message):
         self.prepared = prepared
 
 
+class TurnRefused(Message):
+    """A message was not sent and nothing was written: `reason` says why in one line (another Foya
+    is writing the session, or wrote to it since it was shown); `text` goes back into the prompt."""
+
+    def __init__(self, reason: str, text: str) -> None:
+        super().__init__()
+        self.reason = reason
+        self.text = text
+
+
 class BridgeFailed(Message):
     """A worker failed outside the turn protocol (store, settings); `reason` is one line."""
 

@@ -78,8 +78,9 @@ def app(runtime: Runtime) -> FoyaApp:
     return FoyaApp(runtime)
 
 
-async def _wait_until(pilot: Pilot[None], condition: Callable[[], bool], timeout: float = 30.0) -> None:
-    # The first turn of a test process imports LiteLLM (seconds), hence the generous timeout.
+async def _wait_until(pilot: Pilot[None], condition: Callable[[], bool], timeout: float = 90.0) -> None:
+    # The first turn of a test process imports LiteLLM (seconds; tens of seconds on a loaded
+    # machine), hence the generous timeout: a deadline for a hung test, not a speed check.
     deadline = time.monotonic() + timeout
     while not condition():
         if time.monotonic() > deadline:

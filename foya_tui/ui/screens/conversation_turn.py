@@ -12,7 +12,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from foya_tui.runtime.text import clean_user_text
-from foya_tui.ui.messages import ApprovalRequested, RuntimeUpdated, ToolResultRecorded, TurnRecorded
+from foya_tui.ui.messages import (
+    ApprovalRequested,
+    RuntimeUpdated,
+    ToolResultRecorded,
+    TurnRecorded,
+    TurnRefused,
+)
 from foya_tui.ui.screens.conversation_compaction import compaction_notice
 from foya_tui.ui.screens.conversation_host import ConversationHost
 from foya_tui.ui.screens.conversation_state import Activity
@@ -61,6 +67,20 @@ class TurnFlow(ConversationHost):
         self._sent = await self.messages.add_block(MessageBlock("user", text))
         self.messages.scroll_end(animate=False)  # sending re-attaches the view to the end
         self.bridge.send(message.text)
+
+    async def on_turn_refused(self, message: TurnRefused) -> None:
+        """Nothing was sent: the message leaves the conversation and goes back into the prompt."""
+        sent, self._sent = self._sent, None
+        if sent is not None and sent.is_mounted:
+            await sent.remove()
+        self._set_activity(None)
+        prompt = self.query_one(Prompt)
+        typed = prompt.text.strip()
+        # What was typed meanwhile is kept below the returned message rather than lost.
+        prompt.load_text(message.text + (f"\n\n{typed}" if typed else ""))
+        prompt.move_cursor(prompt.document.end)
+        prompt.focus()
+        self.notify(message.reason, severity="warning", markup=False)
 
     def action_cancel_turn(self) -> None:
         self.bridge.cancel_turn()
