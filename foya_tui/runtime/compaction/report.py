@@ -5,6 +5,7 @@ re-validated). The TUI's inspector shows the same report: nothing is computed tw
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -146,6 +147,8 @@ def _record_json(record: CheckpointRecord, current: bool) -> dict[str, Any]:
         "ledger": {
             "counts": checkpoint.ledger.counts,
             "dropped": checkpoint.ledger.dropped,
+            "budget_chars": checkpoint.ledger.budget_chars,
+            "kinds": [dataclasses.asdict(kind) for kind in checkpoint.ledger.kinds],
             "text": checkpoint.ledger.render(),
         },
         "segments": [
