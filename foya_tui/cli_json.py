@@ -224,6 +224,8 @@ def _record_json(report: InspectReport, record: CheckpointRecord) -> dict[str, A
         "ledger": {
             "counts": checkpoint.ledger.counts,
             "dropped": checkpoint.ledger.dropped,
+            "budget_chars": checkpoint.ledger.budget_chars,
+            "kinds": json_of(checkpoint.ledger.kinds),
             "text": checkpoint.ledger.render(),
         },
         "segments": [

@@ -129,8 +129,9 @@ class CompactionSettings:
     """Output tokens a summary request may use; reserved out of the route's window when planning."""
     transcript_message_chars: int = 4_000
     """Characters of one message the summariser reads (head and tail kept; history keeps all)."""
-    ledger_chars: int = 6_000
-    """Characters of exact evidence kept with a checkpoint (SPEC K-12)."""
+    ledger_chars: int = 32_000
+    """The most characters of exact evidence a checkpoint shows, on any route: the ledger takes a
+    share of the route's window (`view/ledger.py` LEDGER_WINDOW_SHARE), capped here (SPEC K-12)."""
     max_fingerprints: int = 16
     """Failure fingerprints remembered per session (SPEC C-14)."""
     max_requests: int = 8

@@ -358,8 +358,8 @@ def breaker_history(runtime: Runtime) -> str:
     model, whose summary is rejected twice each time (three summariser failures: the breaker opens,
     SPEC K-11); their fallback candidates would not shrink the short history, so nothing is
     committed. The next compactions skip the model (the breaker is open) and use the fallback,
-    until the history is long enough for the fallback's checkpoint to be accepted (the last turn):
-    one current checkpoint made by the fallback.
+    whose checkpoints are accepted once the history is long enough to shrink (the ledger takes its
+    share of the 8K window): three fallback checkpoints, the current one covering seq 1–36.
     """
     session = runtime.new_session(runtime.route_for("foya-sim/small"))
     texts = ("hello", long_message(0), long_message(1), "what files are in this project?")

@@ -107,15 +107,15 @@ def test_narrow_meter_in_the_handoff_band(snap_compare, pressure: tuple[Runtime,
 def test_inspector_with_a_fallback_checkpoint_and_an_open_breaker(
     snap_compare, breaker: tuple[Runtime, str]
 ) -> None:
-    """The inspector of a session whose summaries always failed: CHECKPOINTS shows one current
-    checkpoint "● 322d5da0… current  L0  1 seg  fallback", a child line "no model · 0 messages kept
-    verbatim" and its segment (highlighted). The log is scrolled to its end: the last diagnostics
-    (the model's first failed summary, "budget pre_turn llm ✗ failed", and the fallback's rejected
-    candidate), "FINGERPRINTS 0/16", then "BREAKER open · 3/3 failed summaries in a row" (open in
+    """The inspector of a session whose summaries always failed: CHECKPOINTS shows three fallback
+    checkpoints, the current "● 78a991a5… current  L2  1 seg  fallback" and two earlier ones, each
+    with a child line "no model · 0 messages kept verbatim" and its segment (the current one's
+    highlighted). The log is scrolled to its end: the last diagnostics (the model's failed summary,
+    rejected twice), "FINGERPRINTS 0/16", then "BREAKER open · 3/3 failed summaries in a row" (open in
     yellow), "automatic compactions use the fallback, no model" in yellow and the three reasons in
     grey, each "✗ the summary was rejected twice (C-9) …", then ACCEPTED BOUNDARIES and REWOUND.
     Right, the fallback's segment: "## Goal" … "## Progress" "Deterministic fallback checkpoint of
-    events 1–32: no model summary was used (the circuit breaker is open after 3 summariser
+    events 32–36: no model summary was used (the circuit breaker is open after 3 summariser
     failures)" …"""
     runtime, session_id = breaker
     app = FoyaApp(runtime, session_id=session_id)

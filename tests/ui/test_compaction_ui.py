@@ -4,6 +4,7 @@ compaction that waits. They assert the Bridge's messages, the store and what the
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
@@ -218,6 +219,44 @@ async def test_the_inspector_shows_lineage_segments_and_the_compaction_log(
 
         await pilot.press("escape")
         await wait_until(pilot, lambda: app.screen is app.conversation)
+
+
+async def test_the_inspector_lists_each_kind_of_evidence_with_what_was_shortened_and_left_out(
+    make_runtime: Callable[..., Runtime], wait_until: WaitUntil
+) -> None:
+    """SPEC K-12: per kind, its count, how many were shortened, how many were left out."""
+    runtime = make_runtime()
+    messages: list[dict[str, Any]] = [{"role": "user", "content": "Never force-push to main."}]
+    for index in range(90):
+        call = {
+            "id": f"e{index}",
+            "type": "function",
+            "function": {"name": "edit_file", "arguments": json.dumps({"path": f"src/mod_{index:03d}.py"})},
+        }
+        messages += [
+            {"role": "user", "content": f"request {index}: " + "details " * 60},
+            {"role": "assistant", "content": None, "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": f"e{index}", "content": "1 replacement"},
+            {"role": "assistant", "content": f"Edited mod_{index:03d}."},
+        ]
+    session_id = runtime.import_transcript(json.dumps(messages).encode(), "t.json").id
+    result = runtime.compact(session_id, runtime.route_for("foya-sim/small"))
+    assert result.checkpoint is not None, result.reason
+    ledger = result.checkpoint.ledger
+    kinds = {kind.kind: kind for kind in ledger.kinds}
+    assert kinds["files_modified"].left_out and kinds["requests"].shortened
+    app = FoyaApp(runtime, session_id=session_id)
+    async with app.run_test(size=WIDE) as pilot:
+        await wait_until(pilot, lambda: app.conversation.ready)
+        inspector = await inspector_shown(pilot, wait_until)
+        await pilot.press("up")  # from the segment to its checkpoint
+        await wait_until(pilot, lambda: "LEDGER" in visible_text(inspector.query_one("#detail-text")))
+        detail = visible_text(inspector.query_one("#detail-text"))
+        modified, requests = kinds["files_modified"], kinds["requests"]
+        assert f"files modified  {modified.kept} kept · {modified.left_out} left out" in detail
+        assert f"requests        {requests.kept} kept · {requests.shortened} shortened" in detail
+        assert "history_search finds it" in detail
+        assert f"({modified.left_out} older paths left out; history_search finds them" in detail
 
 
 async def test_undo_from_the_inspector_is_a_new_event_and_deletes_nothing(

@@ -435,7 +435,10 @@ async def test_the_inspector_shows_a_fallback_checkpoint_and_the_open_breaker(
     session_id = breaker_history(runtime)
     expected = runtime.inspect(session_id)
     assert expected.breaker is not None and expected.breaker.open
-    (entry,) = inspect_json(expected)["checkpoints"]
+    entries = inspect_json(expected)["checkpoints"]
+    # Every checkpoint the fallback made; the current one is listed first.
+    assert entries and all(e["producer"] == "fallback" for e in entries)
+    (entry,) = [e for e in entries if e["id"] == expected.current_id]
     app = FoyaApp(runtime, session_id=session_id)
     async with app.run_test(size=(120, 60)) as pilot:
         screen = await inspector(pilot, wait_until)

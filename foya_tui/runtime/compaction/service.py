@@ -90,7 +90,7 @@ from foya_tui.runtime.view.checkpoint import (
     check_structure,
 )
 from foya_tui.runtime.view.history import valid_events
-from foya_tui.runtime.view.ledger import Ledger, extract_ledger
+from foya_tui.runtime.view.ledger import Ledger, extract_ledger, ledger_budget_chars
 from foya_tui.runtime.view.snapshot import HistorySnapshot
 from foya_tui.settings import CompactionSettings
 
@@ -536,9 +536,8 @@ class CompactionService:
         counter = counter_for_model(route.model)
         limit = summary_input_limit(budget, self._settings.summary_max_tokens)
         covered = self._covered_events(snapshot.session_id, plan)
-        ledger = extract_ledger(
-            covered, self._settings.ledger_chars, earlier=base.ledger if base is not None else None
-        )
+        ledger_chars = ledger_budget_chars(budget.window, self._settings.ledger_chars)
+        ledger = extract_ledger(covered, ledger_chars, earlier=base.ledger if base is not None else None)
         append = _appends(base, current, plan)
         previous = [
             PreviousSummary(s.index, s.from_seq, s.through_seq, s.level, s.text)
@@ -561,7 +560,9 @@ class CompactionService:
                 raise CompactionCancelled()
             attempt.report(Stage.SUMMARISING, f"{index}/{total}" if total > 1 else "")
             chunk_ledger = (
-                extract_ledger(chunk.events, self._settings.ledger_chars)
+                extract_ledger(chunk.events, ledger_chars).requiring(
+                    ledger, chunk.from_seq, chunk.through_seq
+                )
                 if chunk is not None and not previous_part
                 else ledger
             )
@@ -667,7 +668,7 @@ class CompactionService:
         covered = self._covered_events(session_id, plan)
         ledger = extract_ledger(
             covered,
-            self._settings.ledger_chars,
+            ledger_budget_chars(before.budget.window, self._settings.ledger_chars),
             earlier=applicable.ledger if applicable is not None else None,
         )
         candidate = self._checkpoint(
@@ -700,7 +701,9 @@ class CompactionService:
         source = self._store.source_digest(session_id, plan.through_seq)
         covered = self._covered_events(session_id, plan)
         ledger = extract_ledger(
-            covered, self._settings.ledger_chars, earlier=base.ledger if base is not None else None
+            covered,
+            ledger_budget_chars(before.budget.window, self._settings.ledger_chars),
+            earlier=base.ledger if base is not None else None,
         )
         append = _appends(base, current, plan)
         absorbed = "" if append or base is None else "\n\n".join(s.text for s in base.segments)

@@ -8,6 +8,7 @@ The summariser reads text: messages become `[seq N] role: …` lines, long ones 
 
 from __future__ import annotations
 
+import posixpath
 import re
 import unicodedata
 from collections.abc import Iterable, Sequence
@@ -20,6 +21,7 @@ from foya_tui.runtime.providers.summary_format import (
     IMAGE_PLACEHOLDER,
     MUST_MENTION_DIRECTIVE,
     MUST_MENTION_PATH,
+    MUST_MENTION_READ,
     MUST_MENTION_TAG,
     PREVIOUS_SUMMARY_TAG,
     REPAIR_TAG,
@@ -133,6 +135,13 @@ class PreviousSummary:
     text: str
 
 
+_MUST_MENTION_LABELS = {
+    "path": MUST_MENTION_PATH,
+    "directive": MUST_MENTION_DIRECTIVE,
+    "read": MUST_MENTION_READ,
+}
+
+
 def request_messages(
     *,
     from_seq: int,
@@ -164,7 +173,7 @@ def request_messages(
     if mentions:
         parts.append(open_tag(MUST_MENTION_TAG))
         for kind, text in mentions:
-            label = MUST_MENTION_PATH if kind == "path" else MUST_MENTION_DIRECTIVE
+            label = _MUST_MENTION_LABELS[kind]
             parts.append(_escape(f"- {label}: {' '.join(text.split())}"))
         parts.append(close_tag(MUST_MENTION_TAG))
     if repair_reasons:
@@ -254,13 +263,21 @@ def mentioned(item: str, summary: str, summary_words: frozenset[str] | None = No
 
 
 def missing_mentions(summary: str, ledger: Ledger) -> list[str]:
-    """Repair reasons for modified paths and user rules the summary does not name (SPEC K-12)."""
+    """Repair reasons for what the summary does not name of the ledger's complete lists (SPEC
+    K-12): a modified path verbatim, a path read at least by its file name, each user rule."""
     words = frozenset(_words(summary))
+    folded = summary.casefold()
     reasons = []
+    unread: list[str] = []
     for kind, item in ledger.must_mention():
         if kind == "path":
-            if " ".join(item.split()).casefold() not in summary.casefold():
+            if " ".join(item.split()).casefold() not in folded:
                 reasons.append(f"it does not mention the modified path {item}")
+        elif kind == "read":
+            if posixpath.basename(item.rstrip("/")).casefold() not in folded:
+                unread.append(item)
         elif not mentioned(item, summary, words):
             reasons.append(f"it does not state the user's rule: {' '.join(item.split())[:300]}")
+    if unread:
+        reasons.append(f"it does not name these files read: {', '.join(unread)}")
     return reasons

@@ -20,13 +20,14 @@ blocks, in this order (each optional except the transcript or a previous summary
     <must-mention>
     - path: tests/test_io.py
     - directive: always run the tests before committing
+    - file read: src/io.py
     </must-mention>
     <repair>
     - section "## Next Steps" is empty
     </repair>
 
 A transcript line starts with `[seq N]`; images appear as `IMAGE_PLACEHOLDER`, never as bytes.
-`<must-mention>` lists what the summary must name (modified paths, user directives); `<repair>`
+`<must-mention>` lists what the summary must name (modified paths, user directives, files read); `<repair>`
 appears only in the one shorter repair request and lists what the first candidate lacked.
 """
 
@@ -62,6 +63,8 @@ REPAIR_TAG = "repair"
 
 MUST_MENTION_PATH = "path"
 MUST_MENTION_DIRECTIVE = "directive"
+MUST_MENTION_READ = "file read"
+"""A path the covered events read: the summary names it, by its file name at least (SPEC K-12)."""
 
 _BLOCK = re.compile(r"<(?P<tag>[a-z-]+)(?P<attrs>[^>\n]*)>\n(?P<body>.*?)\n?</(?P=tag)>", re.DOTALL)
 _ATTR = re.compile(r'([a-z_]+)="([^"]*)"')

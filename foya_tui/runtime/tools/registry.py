@@ -20,10 +20,10 @@ from foya_tui.runtime.providers.client import CancelToken
 from foya_tui.runtime.providers.wire import escape_undecodable
 from foya_tui.runtime.store.events import EventStore
 from foya_tui.runtime.view.history import HISTORY_READ_TOOL as HISTORY_READ_TOOL  # re-exported
+from foya_tui.runtime.view.history import HISTORY_SEARCH_TOOL as HISTORY_SEARCH_TOOL  # re-exported
 
 TOOL_SEARCH: Final = "tool_search"
 """Name of the large-result reader (SPEC T-2): shown only when the compiler asks (X-9)."""
-HISTORY_SEARCH_TOOL: Final = "history_search"
 HISTORY_EVENT_TOOL: Final = "history_read"
 RECALL_TOOLS: Final = frozenset({HISTORY_SEARCH_TOOL, HISTORY_EVENT_TOOL})
 """Search and read of canonical history: shown once a checkpoint covers part of it."""

@@ -18,6 +18,8 @@ T = TypeVar("T")
 HISTORY_READ_TOOL: Final = "history_read_tool_result"
 """The tool that reads a tool result back from canonical history: every shortened or snipped result
 the model sees points to it (SPEC T-1, T-2, K-3)."""
+HISTORY_SEARCH_TOOL: Final = "history_search"
+"""The tool that finds any covered event again: what the ledger left out points to it (SPEC K-12)."""
 
 
 def valid_events(events: Iterable[Event]) -> list[Event]:

@@ -39,6 +39,7 @@ from foya_tui.ui.widgets.checkpoint_tree import (
     TreeEntry,
     clean,
     ledger_counts_text,
+    ledger_kinds_text,
     producer_detail,
     segment_title,
     short_id,
@@ -216,6 +217,8 @@ def checkpoint_facts(
     lines += [
         "",
         "LEDGER (exact records kept beside the summary)",
+        ledger_kinds_text(checkpoint.ledger.kinds, checkpoint.ledger.budget_chars),
+        "",
         checkpoint.ledger.render() or "(empty)",
     ]
     return clean("\n".join(lines))

@@ -14,7 +14,7 @@ shared with the inspector and the compaction dialog.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
@@ -28,6 +28,7 @@ from foya_tui.runtime.text import terminal_safe
 if TYPE_CHECKING:
     from foya_tui.runtime.compaction.report import InspectReport
     from foya_tui.runtime.view.checkpoint import Checkpoint, Segment
+    from foya_tui.runtime.view.ledger import KindReport
     from foya_tui.runtime.view.recovery import CheckpointRecord
 
 # How the inspector and the compaction dialog name each count of a ledger: (one, many).
@@ -54,6 +55,26 @@ def ledger_counts_text(counts: Mapping[str, int]) -> str:
     """`ledger: 1 rule · 5 requests · 0 files modified · 1 file read · 0 commands · 0 errors`."""
     parts = [counted(int(counts.get(key, 0)), one, many) for key, one, many in LEDGER_NOUNS]
     return "ledger: " + " · ".join(parts)
+
+
+def ledger_kinds_text(kinds: Sequence[KindReport], budget_chars: int) -> str:
+    """One line per kind of evidence: how many records it keeps, how many of those were shortened,
+    how many were left out (findable with history_search), e.g. `files read  11 kept · 34 left out`."""
+    names = {key: many for key, _, many in LEDGER_NOUNS}
+    width = max(len(names[kind.kind]) for kind in kinds) if kinds else 0
+    lines = []
+    for kind in kinds:
+        parts = [f"{kind.kept:,} kept"]
+        if kind.shortened:
+            parts.append(f"{kind.shortened:,} shortened")
+        if kind.left_out:
+            parts.append(f"{kind.left_out:,} left out")
+        lines.append(f"  {names[kind.kind]:<{width}}  " + " · ".join(parts))
+    if any(kind.left_out for kind in kinds):
+        lines.append("  (what was left out is still in history: history_search finds it)")
+    if budget_chars:
+        lines.insert(0, f"budget {budget_chars:,} characters, each kind with its own share")
+    return "\n".join(lines)
 
 
 def segment_title(segment: Segment) -> str:
