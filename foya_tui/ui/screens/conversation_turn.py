@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from foya_tui.runtime.text import clean_user_text
+from foya_tui.ui.actions import SendText, read_submission
 from foya_tui.ui.messages import ApprovalRequested, RuntimeUpdated, ToolResultRecorded, TurnRecorded
 from foya_tui.ui.screens.conversation_compaction import compaction_notice
 from foya_tui.ui.screens.conversation_host import ConversationHost
@@ -51,7 +52,11 @@ class TurnFlow(ConversationHost):
         self._ended = (None, None)
 
     async def on_prompt_submitted(self, message: Prompt.Submitted) -> None:
-        text = clean_user_text(message.text)
+        submission = read_submission(message.text)
+        if not isinstance(submission, SendText):
+            await self._run_submission(submission, message.prompt)  # a slash command (CommandFlow)
+            return
+        text = clean_user_text(submission.text)
         if not text:
             return
         if self._refused(self._state.refuse_send()):
@@ -60,7 +65,7 @@ class TurnFlow(ConversationHost):
         message.prompt.clear()
         self._sent = await self.messages.add_block(MessageBlock("user", text))
         self.messages.scroll_end(animate=False)  # sending re-attaches the view to the end
-        self.bridge.send(message.text)
+        self.bridge.send(submission.text)
 
     def action_cancel_turn(self) -> None:
         self.bridge.cancel_turn()
