@@ -19,6 +19,7 @@ from foya_tui.ui.screens.conversation_host import ConversationHost
 from foya_tui.ui.screens.conversation_state import Activity
 from foya_tui.ui.widgets.budget_meter import compaction_ended, compaction_running
 from foya_tui.ui.widgets.message_block import MessageBlock, handoff_note, snip_note
+from foya_tui.ui.widgets.outcome_notes import compaction_note
 from foya_tui.ui.widgets.prompt import Prompt
 
 if TYPE_CHECKING:
@@ -104,6 +105,12 @@ class TurnFlow(ConversationHost):
             notice, severity = compaction_notice(update.report)
             if severity != "information":  # a success shows on the meter; a failure is said once
                 self.notify(notice, severity=severity, markup=False)
+            # In the turn too, where a resumed session shows it (message_list.context_note).
+            outcome = compaction_note(update.report)
+            if outcome is not None:
+                if self._reply is None:
+                    self._reply = await self.messages.add_block(MessageBlock("assistant"))
+                await self._reply.add_note(outcome)
             self._refresh_inspector()
         elif isinstance(update, ContextSnipped | HandoffRecorded):
             # Where it happened in the turn: before its first step, or between two steps.
