@@ -35,7 +35,28 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="foya", description="A terminal workstation for long LLM-agent sessions.")
+    from foya_tui.paths import resolve_paths
+
+    paths = resolve_paths()
+    parser = _Parser(
+        prog="foya",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description=(
+            "A terminal workstation for long LLM-agent sessions.\n\n"
+            "Plain `foya` (no command) opens the TUI on a new conversation; `foya --session ID`\n"
+            "resumes one. In the TUI, F1 shows every key, palette command and slash command."
+        ),
+        epilog=(
+            "files:\n"
+            f"  config    {paths.config_file}\n"
+            f"  database  {paths.database}\n\n"
+            "environment:\n"
+            "  FOYA_HOME        one folder for the config and the database\n"
+            "  FOYA_MODEL       the model to use, overriding the config's `model`\n"
+            "  FOYA_THEME       the TUI theme, overriding the config's `theme`\n"
+            "  FOYA_SIM_FAULTS  makes the offline simulator fail on purpose (to try failures out)"
+        ),
+    )
     parser.add_argument("--version", action="version", version=f"foya {__version__}")
     parser.add_argument(
         "--db", metavar="PATH", help="database file (default: under the data dir or $FOYA_HOME)"
@@ -84,7 +105,7 @@ def build_parser() -> argparse.ArgumentParser:
     compact.add_argument(
         "--fallback",
         action="store_true",
-        help="make the deterministic fallback checkpoint, without asking any model (SPEC K-10)",
+        help="make the deterministic fallback checkpoint, without asking any model",
     )
 
     inspect = commands.add_parser("inspect", help="checkpoints, segments, diagnostics, fingerprints")

@@ -5,13 +5,14 @@ Every method here may touch SQLite or a provider, so the UI calls them from work
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from foya_tui.errors import FoyaError
+from foya_tui.errors import FoyaError, InputError
 from foya_tui.paths import FoyaPaths
 from foya_tui.runtime.compaction.attempt import CompactionResult, ProgressCallback, Proposal
 from foya_tui.runtime.compaction.failures import Outcome, Trigger
@@ -134,6 +135,7 @@ class Runtime:
         self._client = client
         self.registry = default_registry()
         self.approval_mode = approval_mode or settings.approval_mode
+        self._opened_sessions: weakref.WeakSet[Session] = weakref.WeakSet()
         self.approver = approver
         self.compiler = ContextCompiler(
             self.store,
@@ -144,6 +146,8 @@ class Runtime:
             registry=self.registry,
             checkpoints=self.checkpoints,
         )
+        # The mode the system prompt states is the one tools are held to (`--approval` included).
+        self.compiler.approval_mode = self.approval_mode
         self.compaction = CompactionService(
             events=self.store,
             compaction=self.compaction_store,
@@ -202,10 +206,22 @@ class Runtime:
                 )
         return list(options.values())
 
+    def set_approval_mode(self, mode: str) -> None:
+        """Let tools work in `mode` from the next step on: in every session this runtime opened
+        and in the next ones; the system prompt says the new mode (SPEC X-2 item 6)."""
+        from foya_tui.settings import APPROVAL_MODES
+
+        if mode not in APPROVAL_MODES:
+            raise InputError(f"the approval mode must be one of {', '.join(APPROVAL_MODES)}, not {mode!r}")
+        self.approval_mode = mode
+        self.compiler.approval_mode = mode
+        for session in self._opened_sessions:
+            session.set_approval_mode(mode)
+
     # -- sessions -------------------------------------------------------------------------
 
     def _session(self, info: SessionInfo, route: Route | None) -> Session:
-        return Session(
+        session = Session(
             self.store,
             info,
             route or self.route_for(),
@@ -223,6 +239,8 @@ class Runtime:
             compaction=self.compaction,
             preflight=self.check_route,
         )
+        self._opened_sessions.add(session)  # a later approval-mode change reaches it
+        return session
 
     def new_session(self, route: Route | None = None) -> Session:
         """Create a session on `route`; raises RouteError first, creating nothing, when the route

@@ -149,6 +149,11 @@ class Session:
         """Compile the next request without sending it (what `foya context` shows)."""
         return self._compiler.compile(self.id, self.route)
 
+    def set_approval_mode(self, mode: str) -> None:
+        """Hold this session's tool calls to approval `mode` from the next call on."""
+        if self._tools is not None:
+            self._tools.approval.mode = mode
+
     def send(self, text: str, cancel: CancelToken | None = None) -> Iterator[RuntimeUpdate]:
         """Run one turn. The generator always ends with TurnFinished or TurnFailed."""
         cancel = cancel or CancelToken()

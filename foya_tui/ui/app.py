@@ -8,13 +8,15 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Iterable
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
 from textual.app import App, SystemCommand
-from textual.binding import Binding, BindingType
+from textual.binding import BindingType
 from textual.screen import Screen
 
+from foya_tui.ui.actions import ACTIONS, BoundIn, Runs, bindings_of
 from foya_tui.ui.screens.conversation import ConversationScreen
 from foya_tui.ui.themes import DEFAULT_THEME, register_themes, toggled_theme, with_meter_variables
 
@@ -32,16 +34,8 @@ class FoyaApp(App[None]):
     # A mode rather than get_default_screen(): Textual loads a screen's CSS_PATH only for screens
     # it installs itself (modes, pushes), not for the default screen.
     DEFAULT_MODE = "conversation"
-    BINDINGS: ClassVar[list[BindingType]] = [
-        Binding(
-            "ctrl+q",
-            "quit",
-            "quit",
-            id="app.quit",
-            tooltip="Quit Foya (the conversation is already saved)",
-            priority=True,
-        ),
-    ]
+    # Generated from the table of user actions (ui/actions.py), which the help screen shows too.
+    BINDINGS: ClassVar[list[BindingType]] = list(bindings_of(BoundIn.APP))
 
     def __init__(
         self,
@@ -101,63 +95,11 @@ class FoyaApp(App[None]):
         return self._conversation.bridge.session if self._conversation else None
 
     def get_system_commands(self, screen: Screen[object]) -> Iterable[SystemCommand]:
-        # Titles are "noun: verb" so related commands sort and search together.
-        yield SystemCommand("session: new", "Start a new conversation", self.action_new_session)
-        yield SystemCommand(
-            "route: switch", "Choose the model route for the next message", self.action_switch_route
-        )
-        yield SystemCommand(
-            "context: compact now",
-            "Compact the session now; you see the candidate before it is committed",
-            self.conversation.action_compact,
-        )
-        yield SystemCommand(
-            "context: compact without a model (fallback)",
-            "Compact now with the deterministic fallback: recent messages kept whole, the ledger "
-            "beside them, no model asked; you see the candidate before it is committed",
-            self.conversation.action_compact_without_model,
-        )
-        yield SystemCommand(
-            "context: undo compaction",
-            "Make the previous checkpoint (or none) current again; nothing is deleted",
-            self.conversation.action_undo_compaction,
-        )
-        yield SystemCommand(
-            "inspector: open",
-            "Show the session's checkpoints, segments and compaction log",
-            self.conversation.action_open_inspector,
-        )
-        yield SystemCommand(
-            "inspector: search history",
-            "Search the session's whole valid history, and see which checkpoint segment summarises each hit",
-            self.conversation.action_search_history,
-        )
-        yield SystemCommand(
-            "session: rewind to here",
-            "Go back to the selected message; later messages leave the conversation (the log keeps them)",
-            self.conversation.action_rewind_here,
-        )
-        yield SystemCommand(
-            "session: fork here",
-            "Start a new session whose conversation ends with the selected message; this one stays as it is",
-            self.conversation.action_fork_here,
-        )
-        yield SystemCommand(
-            "session: fork",
-            "Start a new session with this whole conversation; this one stays as it is",
-            self.conversation.action_fork_session,
-        )
-        yield SystemCommand(
-            "theme: toggle dark/light", "Switch between foya-dark and foya-light", self.action_toggle_theme
-        )
-        yield SystemCommand("theme: choose", "Pick any installed theme", self.action_change_theme)
-        yield SystemCommand("keys: show", "Show the keys of the focused widget", self.action_show_help_panel)
-        yield SystemCommand(
-            "screen: save screenshot",
-            "Save an SVG screenshot of the screen",
-            lambda: self.set_timer(0.1, self.deliver_screenshot),
-        )
-        yield SystemCommand("app: quit", "Quit Foya (the conversation is already saved)", self.action_quit)
+        # From the table of user actions, so the palette, the help screen and the README agree.
+        for action in ACTIONS:
+            target: App[None] | Screen[None] = self if action.runs is Runs.APP else self.conversation
+            for title, run in action.palette_entries():
+                yield SystemCommand(title, action.summary, partial(target.run_action, run))
 
     async def action_new_session(self) -> None:
         await self.conversation.new_conversation()
@@ -167,6 +109,30 @@ class FoyaApp(App[None]):
 
     def action_toggle_theme(self) -> None:
         self.theme = toggled_theme(self.current_theme.dark)
+
+    def action_save_screenshot(self) -> None:
+        # After the palette has closed, so that the screenshot shows the screen rather than it.
+        self.set_timer(0.1, self._save_screenshot)
+
+    def _save_screenshot(self) -> None:
+        from platformdirs import user_downloads_path
+
+        folder = user_downloads_path()
+        if not folder.is_dir():
+            self.notify(
+                f"The screenshot was not saved: the folder {folder} does not exist.",
+                severity="error",
+                markup=False,
+            )
+            return
+        try:
+            saved = self.save_screenshot(path=str(folder))
+        except OSError as exc:
+            self.notify(
+                f"The screenshot was not saved: {exc.strerror or exc}.", severity="error", markup=False
+            )
+            return
+        self.notify(f"Screenshot saved to {saved}.", markup=False)
 
 
 def run_app(

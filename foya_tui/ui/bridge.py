@@ -23,6 +23,7 @@ from textual.widget import Widget
 from textual.worker import Worker, get_current_worker
 
 from foya_tui.ui.messages import (
+    ApprovalModeChanged,
     BridgeFailed,
     CompactionEnded,
     CompactionProposed,
@@ -209,6 +210,24 @@ class Bridge(Widget):
                 report = self.runtime.preview_context(route).report()
             self._route = route
             self.post_message(RouteSwitched(route))
+            self.post_message(ContextReported(report))
+        except Exception as exc:
+            self.post_message(BridgeFailed(one_line(exc)))
+
+    @work(thread=True, exclusive=True, group="context", exit_on_error=False)
+    def set_approval_mode(self, mode: str) -> None:
+        """Let tools work in approval `mode` from the next step on (call only between turns), then
+        post the next request: the system prompt says the mode, so its size may change."""
+        try:
+            assert self.runtime is not None, "the approval mode changes only after the session was opened"
+            self.runtime.set_approval_mode(mode)
+            session = self._session
+            if session is not None:
+                report = session.context().report()
+            else:
+                assert self._route is not None
+                report = self.runtime.preview_context(self._route).report()
+            self.post_message(ApprovalModeChanged(mode))
             self.post_message(ContextReported(report))
         except Exception as exc:
             self.post_message(BridgeFailed(one_line(exc)))

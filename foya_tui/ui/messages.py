@@ -148,6 +148,15 @@ class RouteSwitched(Message):
         self.route = route
 
 
+class ApprovalModeChanged(Message):
+    """Tools now work in approval `mode` (`read-only`, `ask`, `auto`), in the open session and
+    in the next ones this app starts."""
+
+    def __init__(self, mode: str) -> None:
+        super().__init__()
+        self.mode = mode
+
+
 class StepsRecorded(Message):
     """Model calls of the running turn finished and their usage was stored; `steps` are their input
     tokens, oldest first (calls without reported usage are left out)."""

@@ -121,7 +121,9 @@ def test_meter_after_an_accepted_compaction(
     snap_compare, scene_runtime: Runtime, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The candidate accepted with a: the dialog is gone and a notification says "Context compacted:
-    2,378 → 2,357 tokens (1 segment, level 0)." At the bottom of the meter, under the sparkline:
+    2,378 → 2,357 tokens (1 segment, level 0)."; the conversation ends with a dim foya line
+    "context · compacted (you asked): 2,378 → 2,357 tokens · made by llm summary". At the bottom
+    of the meter, under the sparkline:
     "CHECKPOINT 6e6d… L0 · 1 seg" (the first word bold), a dim "made by llm summary" and a green
     "last: standalone ✓ 2.4k→2.4k"; the badge reads "estimate (history was rewritten since the last
     measured request)". The meter is one line taller than the sidebar here: a thin scrollbar shows

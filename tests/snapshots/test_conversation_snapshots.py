@@ -11,7 +11,8 @@ def test_empty_conversation(snap_compare, scene_runtime: Runtime) -> None:
     """Just after start, on foya-dark: a one-line header "Foya · new session · foya-sim/small
     (simulator) · approval: ask" (the last part dim), a dim hint in the empty conversation saying
     that the offline simulator answers, the prompt at the bottom with its placeholder "type a
-    message · Enter send · ctrl+j newline", and a footer with ^r route, ^q quit and ^p palette.
+    message · Enter send · ctrl+j newline · / commands · F1 help", and a footer with esc cancel
+    hidden (nothing runs), f2 inspector, ^k compact, ^r route, f1 help, ^q quit and ^p palette.
     No session id yet: it is created by the first send. At 100 columns the budget meter is a
     sidebar on the right, showing the preview of the first request ("estimate (no usage on this
     route yet)")."""

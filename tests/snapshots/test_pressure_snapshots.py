@@ -130,7 +130,9 @@ def test_inspector_with_a_fallback_checkpoint_and_an_open_breaker(
 
 
 def test_native_checkpoint_on_another_route(snap_compare, native: tuple[Runtime, str]) -> None:
-    """A session compacted natively on foya-sim/native, resumed on foya-sim/small: the header ends
+    """A session compacted natively on foya-sim/native, resumed on foya-sim/small (its conversation
+    ends with the dim line "context · compacted (you asked): … · made by provider (native)"): the
+    header ends
     "foya-sim/small (simulator)"; the meter's "native state" row reads "0 (other route)" (the
     provider's state is never sent to another route, SPEC R-2), history is the full conversation
     again, and there is no CHECKPOINT line (none applies on this route); the last line still says

@@ -10,11 +10,12 @@ from textual.dom import DOMNode
 from textual.screen import Screen
 
 from foya_tui.ui.screens.conversation import ConversationScreen
+from foya_tui.ui.screens.conversation_commands import CommandFlow
 from foya_tui.ui.screens.conversation_compaction import CompactionFlow
 from foya_tui.ui.screens.conversation_history import HistoryFlow
 from foya_tui.ui.screens.conversation_turn import TurnFlow
 
-FLOWS = (TurnFlow, CompactionFlow, HistoryFlow)
+FLOWS = (TurnFlow, CompactionFlow, HistoryFlow, CommandFlow)
 OWN = (ConversationScreen, *FLOWS)
 
 

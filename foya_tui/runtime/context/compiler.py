@@ -100,6 +100,8 @@ class ContextCompiler:
         self._store = store
         self._checkpoints = checkpoints
         self._settings = settings
+        self.approval_mode = settings.approval_mode
+        """The approval mode the system prompt states; the Runtime sets it (`--approval`, the TUI)."""
         self._workdir = workdir
         self._config_dir = config_dir
         self._clock = clock
@@ -374,7 +376,7 @@ class ContextCompiler:
             now=self._clock().replace(minute=0, second=0, microsecond=0),
             config_dir=self._config_dir,
             active_content=_active_content(state.log.entries, state.log.anchor_index),
-            approval_mode=self._settings.approval_mode,
+            approval_mode=self.approval_mode,
             kernel=self._settings.system_prompt,
         )
         system = Message(role=Role.SYSTEM, content=sources.text).to_openai()

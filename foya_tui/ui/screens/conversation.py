@@ -13,7 +13,8 @@ handed to it from here). The flows are mixins it inherits, each in its own modul
 
 - TurnFlow (conversation_turn.py): send, stream, tool calls and their approval, cancel;
 - CompactionFlow (conversation_compaction.py): a manual compaction, accepted or declined, and undo;
-- HistoryFlow (conversation_history.py): rewind to a message, fork a new session.
+- HistoryFlow (conversation_history.py): rewind to a message, fork a new session;
+- CommandFlow (conversation_commands.py): slash commands, the help screen, the approval mode.
 
 What they may use of the screen is spelled out in ConversationHost (conversation_host.py).
 """
@@ -31,6 +32,7 @@ from textual.reactive import var
 from textual.screen import Screen
 from textual.widgets import Footer, Static
 
+from foya_tui.ui.actions import BoundIn, bindings_of
 from foya_tui.ui.bridge import Bridge
 from foya_tui.ui.messages import (
     BridgeFailed,
@@ -49,6 +51,7 @@ from foya_tui.ui.messages import (
     StepsRecorded,
     ToolResultRead,
 )
+from foya_tui.ui.screens.conversation_commands import CommandFlow
 from foya_tui.ui.screens.conversation_compaction import CompactionFlow
 from foya_tui.ui.screens.conversation_history import HistoryFlow
 from foya_tui.ui.screens.conversation_state import NO_SESSION, Activity, ConversationState, Refusal
@@ -61,6 +64,7 @@ from foya_tui.ui.widgets.budget_meter import (
 )
 from foya_tui.ui.widgets.message_list import MessageList
 from foya_tui.ui.widgets.prompt import Prompt
+from foya_tui.ui.widgets.slash_completions import SlashCompletions
 
 if TYPE_CHECKING:
     from foya_tui.runtime.context.report import ContextReport
@@ -82,51 +86,33 @@ SIMULATOR_HINT = (
 # The flows precede Screen so that TurnFlow's cooperative __init__ runs. No method is defined in
 # two of these classes: Textual dispatches an `on_*` handler from every class of the MRO, so a
 # duplicate would run twice (tests/ui/test_conversation_flows.py checks).
-class ConversationScreen(TurnFlow, CompactionFlow, HistoryFlow, Screen[None]):
+class ConversationScreen(TurnFlow, CompactionFlow, HistoryFlow, CommandFlow, Screen[None]):
     """The main screen: one conversation with the agent."""
 
     CSS_PATH = "conversation.tcss"
     # Below 100 columns the sidebar meter gives way to a one-line meter under the header.
     # Textual annotates it `ClassVar[...] | None`, which mypy takes for an instance variable.
     HORIZONTAL_BREAKPOINTS: ClassVar[list[tuple[int, str]]] = [(0, "-narrow"), (SIDEBAR_FROM, "-wide")]  # type: ignore[misc]
+    # Generated from the table of user actions (ui/actions.py), which the help screen shows too.
+    # Two are on esc: cancel the reply, or a running compaction (check_action picks).
     BINDINGS: ClassVar[list[BindingType]] = [
+        *bindings_of(BoundIn.CONVERSATION),
+        # Only while slash completions show (check_action): the prompt keeps ↑/↓ otherwise.
         Binding(
-            "escape",
-            "cancel_turn",
-            "cancel",
-            id="turn.cancel",
-            tooltip="Stop the reply being written; what already arrived is kept",
-        ),
-        Binding(
-            "escape",
-            "cancel_compaction",
-            "cancel compaction",
-            id="compaction.cancel",
-            tooltip="Stop the running compaction; nothing is written",
-        ),
-        Binding(
-            "ctrl+r",
-            "switch_route",
-            "route",
-            id="route.switch",
-            tooltip="Choose the model route for the next message (nothing is sent)",
-        ),
-        Binding(
-            "f2",
-            "open_inspector",
-            "inspector",
-            id="inspector.open",
-            tooltip="Show the session's checkpoints, segments and compaction log",
-        ),
-        # A priority binding, so that it works while typing: the prompt's own ctrl+k (delete to the
-        # end of the line) gives way; ctrl+shift+k still deletes the line.
-        Binding(
-            "ctrl+k",
-            "compact",
-            "compact",
-            id="context.compact",
-            tooltip="Compact the session now; you see the candidate before it is committed",
+            "up",
+            "choose_completion(-1)",
+            show=False,
             priority=True,
+            id="prompt.completion_up",
+            tooltip="Highlight the previous slash command",
+        ),
+        Binding(
+            "down",
+            "choose_completion(1)",
+            show=False,
+            priority=True,
+            id="prompt.completion_down",
+            tooltip="Highlight the next slash command",
         ),
     ]
 
@@ -167,6 +153,7 @@ class ConversationScreen(TurnFlow, CompactionFlow, HistoryFlow, Screen[None]):
                 steps=ConversationScreen.input_steps,
                 compaction=ConversationScreen.compaction_status,
             )
+        yield SlashCompletions()
         yield Prompt()
         yield Footer()
         yield self.bridge
@@ -249,6 +236,8 @@ class ConversationScreen(TurnFlow, CompactionFlow, HistoryFlow, Screen[None]):
             return self._state.turn_running
         if action == "cancel_compaction":
             return self._state.proposing
+        if action == "choose_completion":
+            return self.query_one(SlashCompletions).open
         return True
 
     # -- the route, a new conversation ----------------------------------------------------------

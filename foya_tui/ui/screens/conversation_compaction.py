@@ -15,6 +15,7 @@ from foya_tui.ui.messages import CompactionEnded, CompactionProposed, Compaction
 from foya_tui.ui.screens.conversation_host import ConversationHost
 from foya_tui.ui.screens.conversation_state import Activity
 from foya_tui.ui.widgets.budget_meter import compaction_ended, compaction_running
+from foya_tui.ui.widgets.outcome_notes import compaction_note
 from foya_tui.ui.widgets.prompt import Prompt
 
 if TYPE_CHECKING:
@@ -68,10 +69,22 @@ class CompactionFlow(ConversationHost):
 
         self.app.push_screen(CompactionScreen(proposal.checkpoint, message.model_failure), answered)
 
-    def on_compaction_ended(self, message: CompactionEnded) -> None:
+    async def on_compaction_ended(self, message: CompactionEnded) -> None:
         self.compaction_status = compaction_ended(message.result, declined=message.declined)
         notice, severity = compaction_notice(message.result, declined=message.declined)
         self.notify(notice, severity=severity, markup=False)
+        # A line in the conversation as well, as a resumed session shows it: between two turns,
+        # notes share one dim block, as message_list.history_items groups the stored diagnostics.
+        outcome = compaction_note(message.result)
+        if outcome is not None:
+            from foya_tui.ui.widgets.message_block import MessageBlock
+
+            blocks = self.messages.blocks
+            last = blocks[-1] if blocks else None
+            if last is not None and last.role == "assistant" and not last.text.strip() and not last.tools:
+                await last.add_note(outcome)
+            else:
+                await self.messages.add_block(MessageBlock("assistant", parts=(outcome,)))
         self._set_activity(None)
         self._refresh_inspector()
 

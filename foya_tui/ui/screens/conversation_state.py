@@ -33,6 +33,7 @@ class Activity(Enum):
 SEND_REFUSED = "Wait for the reply to finish, or press esc to cancel it."
 SWITCH_REFUSED = "The route cannot change while a reply is being written; wait for it or press esc."
 NEW_REFUSED = "Cancel the running reply first (esc)."
+APPROVAL_REFUSED = "The approval mode changes between replies; wait for this one or press esc."
 TURN_REFUSED = "Cannot {} while a reply is being written; wait for it or press esc."
 NOT_YET = "Not yet: {}"
 NO_SESSION = "Nothing to {} yet: send a message first."
@@ -90,6 +91,12 @@ class ConversationState:
         """The route switcher opens, and a chosen route is applied, only when nothing runs."""
         if self.turn_running:
             return Refusal(SWITCH_REFUSED, "warning")
+        return _not_yet(self.activity) if self.activity is not None else None
+
+    def refuse_approval(self) -> Refusal | None:
+        """The approval mode changes only when nothing runs (a running turn may be asking)."""
+        if self.turn_running:
+            return Refusal(APPROVAL_REFUSED, "warning")
         return _not_yet(self.activity) if self.activity is not None else None
 
     def refuse_new_conversation(self) -> Refusal | None:

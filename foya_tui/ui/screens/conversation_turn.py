@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from foya_tui.runtime.text import clean_user_text
+from foya_tui.ui.actions import SendText, read_submission
 from foya_tui.ui.messages import (
     ApprovalRequested,
     RuntimeUpdated,
@@ -24,6 +25,7 @@ from foya_tui.ui.screens.conversation_host import ConversationHost
 from foya_tui.ui.screens.conversation_state import Activity
 from foya_tui.ui.widgets.budget_meter import compaction_ended, compaction_running
 from foya_tui.ui.widgets.message_block import MessageBlock, handoff_note, snip_note
+from foya_tui.ui.widgets.outcome_notes import compaction_note
 from foya_tui.ui.widgets.prompt import Prompt
 
 if TYPE_CHECKING:
@@ -57,7 +59,11 @@ class TurnFlow(ConversationHost):
         self._ended = (None, None)
 
     async def on_prompt_submitted(self, message: Prompt.Submitted) -> None:
-        text = clean_user_text(message.text)
+        submission = read_submission(message.text)
+        if not isinstance(submission, SendText):
+            await self._run_submission(submission, message.prompt)  # a slash command (CommandFlow)
+            return
+        text = clean_user_text(submission.text)
         if not text:
             return
         if self._refused(self._state.refuse_send()):
@@ -66,7 +72,7 @@ class TurnFlow(ConversationHost):
         message.prompt.clear()
         self._sent = await self.messages.add_block(MessageBlock("user", text))
         self.messages.scroll_end(animate=False)  # sending re-attaches the view to the end
-        self.bridge.send(message.text)
+        self.bridge.send(submission.text)
 
     async def on_turn_refused(self, message: TurnRefused) -> None:
         """Nothing was sent: the message leaves the conversation and goes back into the prompt."""
@@ -119,6 +125,12 @@ class TurnFlow(ConversationHost):
             notice, severity = compaction_notice(update.result)
             if severity != "information":  # a success shows on the meter; a failure is said once
                 self.notify(notice, severity=severity, markup=False)
+            # In the turn too, where a resumed session shows it (message_list.context_note).
+            outcome = compaction_note(update.result)
+            if outcome is not None:
+                if self._reply is None:
+                    self._reply = await self.messages.add_block(MessageBlock("assistant"))
+                await self._reply.add_note(outcome)
             self._refresh_inspector()
         elif isinstance(update, ContextSnipped | HandoffRecorded):
             # Where it happened in the turn: before its first step, or between two steps.

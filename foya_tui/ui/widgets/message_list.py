@@ -88,10 +88,16 @@ def _outcome(event: Event, content: str) -> ToolOutcome:
 
 
 def context_note(event: Event) -> ContextNote | None:
-    """The note a handoff or snip event shows as (SPEC K-1, K-3, K-4), or None for other events and
-    for a snip record the runtime would not read either."""
+    """The note a handoff, snip or compaction-diagnostic event shows as (SPEC K-1, K-3, K-4, C-15),
+    or None for other events and for a snip record the runtime would not read either."""
     from foya_tui.runtime.model import EventKind
     from foya_tui.runtime.view.snip import parse_snip
+    from foya_tui.ui.widgets.outcome_notes import compaction_note
+
+    if event.kind is EventKind.COMPACTION_DIAGNOSTIC:
+        from foya_tui.runtime.compaction.attempt import CompactionResult
+
+        return compaction_note(CompactionResult.from_diagnostic(event.payload))
 
     if event.kind is EventKind.HANDOFF:
         return handoff_note()

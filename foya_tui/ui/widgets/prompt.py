@@ -9,7 +9,7 @@ from textual.binding import Binding, BindingType
 from textual.message import Message
 from textual.widgets import TextArea
 
-PLACEHOLDER = "type a message · Enter send · ctrl+j newline"
+PLACEHOLDER = "type a message · Enter send · ctrl+j newline · / commands · F1 help"
 
 
 class Prompt(TextArea):

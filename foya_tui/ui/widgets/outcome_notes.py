@@ -1,0 +1,41 @@
+"""Provides the dim note a compaction leaves in the conversation: when it ran, why (trigger), the
+tokens before → after and who made the checkpoint, or why it failed. Built from how the
+compaction ended, live or read back from its stored diagnostic event, so a resumed session shows the
+same line as the live one did (message_list.context_note reads the event; the turn and compaction
+flows the live result)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from foya_tui.ui.widgets.message_block import ContextNote
+
+if TYPE_CHECKING:
+    from foya_tui.runtime.compaction.attempt import CompactionResult
+
+TRIGGERS = {
+    "budget": "the context passed the compaction line",
+    "provider": "the provider said the input was too long",
+    "manual": "you asked",
+}
+"""Why a compaction ran, as the note says it."""
+SHOWN_OUTCOMES = ("accepted", "failed", "rejected", "blocked")
+"""Outcomes worth a line in the conversation; a suppressed repeat, a cancel or "nothing to compact"
+changes nothing the user would look for later."""
+
+
+def compaction_note(result: CompactionResult) -> ContextNote | None:
+    """The conversation's line for a finished compaction, or None for an outcome not shown."""
+    from foya_tui.ui.widgets.budget_meter import PRODUCERS, one_line
+
+    outcome = str(result.outcome)
+    if outcome not in SHOWN_OUTCOMES:
+        return None
+    why = TRIGGERS.get(str(result.trigger), str(result.trigger))
+    if outcome == "accepted":
+        before, after = result.tokens_before, result.tokens_after or 0
+        producer = one_line(result.producer)
+        made_by = f" · made by {PRODUCERS.get(producer, producer)}" if producer else ""
+        return ContextNote(f"context · compacted ({why}): {before:,} → {after:,} tokens{made_by}")
+    reason = one_line(result.reason)
+    return ContextNote(f"context · compaction {outcome} ({why}): {reason} · the context was kept")
