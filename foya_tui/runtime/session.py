@@ -52,6 +52,7 @@ from foya_tui.runtime.updates import (
     ReplyDelta,
     RetryScheduled,
     RuntimeUpdate,
+    StepStarted,
     ToolCallFinished,
     ToolCallStarted,
     TurnFailed,
@@ -63,6 +64,7 @@ from foya_tui.runtime.view.groups import group_split
 from foya_tui.runtime.view.handoff import EpochStatus, handoff_event
 from foya_tui.runtime.view.history import rewound
 from foya_tui.runtime.view.snip import SnipPlan, cache_is_cold, plan_micro, plan_snip
+from foya_tui.settings import DEFAULT_MAX_STEPS
 
 TITLE_LENGTH = 60
 CANCELLED_RESULT = "[cancelled by the user before this call finished]"
@@ -97,8 +99,16 @@ class ToolRuntime:
     approval: ApprovalPolicy
     workdir: Path
     shell_timeout: float = 120.0
-    max_steps: int = 50
+    max_steps: int = DEFAULT_MAX_STEPS
     shell_network: bool = False
+
+
+def step_limit_reason(max_steps: int) -> str:
+    """What a turn that reached the step limit says: what happened, and both ways on."""
+    return (
+        f"stopped after {max_steps:,} model calls in one turn (the step limit): send a message to let "
+        "the agent continue, or raise [tools] max_steps in config.toml"
+    )
 
 
 class Session:
@@ -166,7 +176,8 @@ class Session:
         self._reactive_used = False
         yield TurnStarted(self.id, user_event.seq, self.route.id, self.route.model)
         max_steps = self._tools.max_steps if self._tools else 1
-        for _ in range(max_steps):
+        for number in range(1, max_steps + 1):
+            yield StepStarted(self.id, number, max_steps)
             step = yield from self._step(cancel)
             if step is None:
                 return  # the step ended the turn (failure or cancel), and said so
@@ -181,11 +192,7 @@ class Session:
             if not completed:
                 yield TurnFailed(self.id, "cancelled by the user", "cancelled")
                 return
-        yield TurnFailed(
-            self.id,
-            f"stopped after {max_steps} model calls in one turn; send a message to let the agent continue",
-            "step_limit",
-        )
+        yield TurnFailed(self.id, step_limit_reason(max_steps), "step_limit")
 
     # -- one model call ---------------------------------------------------------------------
 
