@@ -341,6 +341,16 @@ def summary_problems(text: str, finish_reason: str, seq_range: tuple[int, int] |
     ]
     if missing:
         problems.append(f"missing section(s): {', '.join(missing)}")
+    headings = _headings(text)
+    extra = [heading for heading in headings if heading not in SECTION_HEADINGS]
+    if extra:
+        listed = ", ".join(dict.fromkeys(extra))
+        problems.append(
+            f"section(s) other than the five: {listed} (use exactly {', '.join(SECTION_HEADINGS)})"
+        )
+    repeated = [heading for heading in SECTION_HEADINGS if headings.count(heading) > 1]
+    if repeated:
+        problems.append(f"repeated section(s): {', '.join(repeated)} (each appears exactly once)")
     found = [position for position in positions if position is not None]
     if found != sorted(found):
         problems.append("the sections are not in the order " + ", ".join(SECTION_HEADINGS))
@@ -357,6 +367,22 @@ def summary_problems(text: str, finish_reason: str, seq_range: tuple[int, int] |
     if TRUNCATION_MARKERS.search(text.rstrip()):
         problems.append("the summary ends with or contains a truncation marker")
     return problems
+
+
+_HEADING = re.compile(r"^##[ \t]+\S.*$")
+
+
+def _headings(text: str) -> list[str]:
+    """The level-2 headings of a summary outside code fences, as written (trailing space dropped):
+    SPEC C-8 allows exactly the five sections, each once."""
+    headings = []
+    fenced = False
+    for line in text.splitlines():
+        if FENCE.match(line):
+            fenced = not fenced
+        elif not fenced and _HEADING.match(line):
+            headings.append(line.rstrip())
+    return headings
 
 
 def _words(text: str) -> list[str]:
