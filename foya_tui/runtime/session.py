@@ -143,8 +143,8 @@ class Session:
         """Set when a budget compaction in this turn did not succeed: the turn does not retry it
         (the provider judges the request; a fingerprint suppresses the same attempt next turn)."""
         self._reactive_used = False
-        """SPEC K-6: automatic provider-overflow recovery runs at most once per successful provider
-        boundary (reset after every reply that arrived whole)."""
+        """SPEC C-2 (K-6 resolved): automatic provider-overflow recovery runs at most once per turn
+        (reset only when a turn starts)."""
 
     @property
     def id(self) -> str:
@@ -295,7 +295,7 @@ class Session:
                     and self._compaction is not None
                     and not self._reactive_used
                 ):
-                    # SPEC K-6: once per successful provider boundary, only before any output.
+                    # SPEC C-2, K-6: once per turn, and only before any output.
                     self._reactive_used = True
                     result = yield from self.compact(Trigger.PROVIDER, cancel, current=view)
                     if cancel.cancelled:
@@ -327,7 +327,13 @@ class Session:
                     # K-6: past the output boundary a replay could duplicate what was delivered.
                     message = (
                         f"{failure.message}; the reply had already started, so nothing was retried "
-                        "or compacted (SPEC K-6): send a message to continue"
+                        "or compacted: send a message to continue"
+                    )
+                elif failure.kind is FailureKind.INPUT_OVERFLOW and self._reactive_used:
+                    # C-2: the one automatic recovery of this turn is spent; no loop of compactions.
+                    message = (
+                        f"{failure.message}; the context was already compacted once in this turn, so "
+                        "it was not compacted again: send a message to continue, or compact by hand"
                     )
                 yield TurnFailed(self.id, message, str(failure.kind))
                 return None
@@ -345,8 +351,6 @@ class Session:
                 finished.usage,
                 view,
             )
-            # K-6: a successful provider boundary allows one more reactive recovery after it.
-            self._reactive_used = False
             yield ContextUpdated(self.id, self.context().report())
             return finished, reply_seq or view.through_seq
 
