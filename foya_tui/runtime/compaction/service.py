@@ -105,11 +105,12 @@ FALLBACK_SHARE = 0.35
 """Share of the input budget the deterministic fallback's checkpoint may fill (K-10)."""
 FALLBACK_SOURCE_SHARE = 0.6
 """Share of the covered messages' tokens the fallback may keep: it must shrink what it replaces."""
-ANCHOR_SHARE = 0.25
+ANCHOR_SHARE = 0.15
 """Share of a summary request's limit the anchor may take; a larger one keeps head and tail."""
-EARLIER_SHARE = 0.2
-"""Share of a summary request's limit reserved for the earlier segments (a digest when they are
-larger), whenever a request summarises after an earlier segment."""
+EARLIER_SHARE = 0.1
+"""Share of a summary request's limit reserved for the earlier segments whenever a request
+summarises after an earlier segment; each request also gives them the room its chunk leaves, and
+shows a digest when even that is not enough."""
 _MESSAGE_KINDS = frozenset(
     {EventKind.USER_MESSAGE, EventKind.ASSISTANT_MESSAGE, EventKind.TOOL_RESULT, EventKind.IMPORTED_MESSAGE}
 )
@@ -566,7 +567,9 @@ class CompactionService:
         message_chars = self._settings.transcript_message_chars
         chunks = chunks_of(snapshot, plan, covered, counter, limit - overhead, message_chars)
         earlier_room = 0
-        if previous or len(chunks) > 1:
+        # Reserved for the segments of the checkpoint this one extends; the summaries of earlier
+        # chunks of this compaction get the room their own chunk leaves.
+        if previous:
             earlier_room = int(limit * EARLIER_SHARE)
             chunks = chunks_of(
                 snapshot, plan, covered, counter, limit - overhead - earlier_room, message_chars
@@ -593,10 +596,15 @@ class CompactionService:
             first = previous_part[0].from_seq if previous_part else chunk.from_seq  # type: ignore[union-attr]
             last = chunk.through_seq if chunk is not None else previous_part[-1].through_seq
             inputs = ShrinkingTranscript(snapshot.entries, chunk, counter) if chunk is not None else None
-            # A chunk summarised on its own reads the segments before it; a rewrite or a merge has
-            # them as its input already.
+            # A chunk summarised on its own reads the segments before it, in the reserve and in
+            # whatever room its transcript leaves; a rewrite or a merge has them as its input already.
+            spare = (
+                max(0, limit - overhead - earlier_room - counter.count("\n".join(chunk.lines)))
+                if chunk is not None
+                else 0
+            )
             shown, digest = (
-                earlier_context(earlier, counter, earlier_room) if not previous_part else ((), False)
+                earlier_context(earlier, counter, earlier_room + spare) if not previous_part else ((), False)
             )
             context = SummaryContext(anchor, shown, digest)
 
