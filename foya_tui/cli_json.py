@@ -25,6 +25,7 @@ from foya_tui.runtime.updates import (
     ReplyDelta,
     RetryScheduled,
     RuntimeUpdate,
+    StepStarted,
     ToolCallFinished,
     ToolCallStarted,
     TurnFailed,
@@ -57,6 +58,13 @@ def update_json(update: RuntimeUpdate) -> dict[str, Any]:
                 "user_seq": update.user_seq,
                 "route": update.route_id,
                 "model": update.model,
+            }
+        case StepStarted():
+            return {
+                "type": "step",
+                "session": update.session_id,
+                "number": update.number,
+                "max_steps": update.max_steps,
             }
         case ContextUpdated():
             return {"type": "context", **json_of(update.report), "session": update.session_id}

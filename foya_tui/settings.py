@@ -101,14 +101,19 @@ class BudgetSettings:
             raise SettingsError("[budget] reserve_min must not exceed reserve_max")
 
 
+DEFAULT_MAX_STEPS = 500
+"""`[tools] max_steps` unless configured (also the Session's default)."""
+
+
 @dataclass(frozen=True)
 class ToolSettings:
     """Tool execution and the shortening of large tool results (SPEC T-1), `[tools]`."""
 
     shell_timeout: float = 120.0
     """Seconds a shell command may run before it is killed (the model may ask for less)."""
-    max_steps: int = 50
-    """Model calls per turn before Foya stops a runaway tool loop and asks the user."""
+    max_steps: int = DEFAULT_MAX_STEPS
+    """Model calls per turn before Foya stops a runaway tool loop and asks the user: generous, so
+    that a long headless task (a hundred-odd tool steps) finishes on the defaults."""
     oversized_tokens: int = 2_000
     """A tool result above this many tokens may be shortened in the model's view under pressure."""
     head_chars: int = 3_000
@@ -265,6 +270,8 @@ def settings_from_mapping(raw: Mapping[str, Any]) -> Settings:
     budget = BudgetSettings(**_parse_table(BudgetSettings, raw.pop("budget", {}), "budget"))
     budget.validate()
     tools = ToolSettings(**_parse_table(ToolSettings, raw.pop("tools", {}), "tools"))
+    if tools.max_steps < 1:
+        raise SettingsError("[tools] max_steps must be at least 1")
     compaction = CompactionSettings(
         **_parse_table(CompactionSettings, raw.pop("compaction", {}), "compaction")
     )

@@ -52,6 +52,7 @@ from foya_tui.runtime.updates import (
     ReplyDelta,
     RetryScheduled,
     RuntimeUpdate,
+    StepStarted,
     ToolCallFinished,
     ToolCallStarted,
     TurnFailed,
@@ -63,6 +64,7 @@ from foya_tui.runtime.view.groups import group_split
 from foya_tui.runtime.view.handoff import EpochStatus, handoff_event
 from foya_tui.runtime.view.history import rewound
 from foya_tui.runtime.view.snip import SnipPlan, cache_is_cold, plan_micro, plan_snip
+from foya_tui.settings import DEFAULT_MAX_STEPS
 
 TITLE_LENGTH = 60
 CANCELLED_RESULT = "[cancelled by the user before this call finished]"
@@ -97,8 +99,16 @@ class ToolRuntime:
     approval: ApprovalPolicy
     workdir: Path
     shell_timeout: float = 120.0
-    max_steps: int = 50
+    max_steps: int = DEFAULT_MAX_STEPS
     shell_network: bool = False
+
+
+def step_limit_reason(max_steps: int) -> str:
+    """What a turn that reached the step limit says: what happened, and both ways on."""
+    return (
+        f"stopped after {max_steps:,} model calls in one turn (the step limit): send a message to let "
+        "the agent continue, or raise [tools] max_steps in config.toml"
+    )
 
 
 class Session:
@@ -133,8 +143,8 @@ class Session:
         """Set when a budget compaction in this turn did not succeed: the turn does not retry it
         (the provider judges the request; a fingerprint suppresses the same attempt next turn)."""
         self._reactive_used = False
-        """SPEC K-6: automatic provider-overflow recovery runs at most once per successful provider
-        boundary (reset after every reply that arrived whole)."""
+        """SPEC C-2 (K-6 resolved): automatic provider-overflow recovery runs at most once per turn
+        (reset only when a turn starts)."""
 
     @property
     def id(self) -> str:
@@ -171,7 +181,8 @@ class Session:
         self._reactive_used = False
         yield TurnStarted(self.id, user_event.seq, self.route.id, self.route.model)
         max_steps = self._tools.max_steps if self._tools else 1
-        for _ in range(max_steps):
+        for number in range(1, max_steps + 1):
+            yield StepStarted(self.id, number, max_steps)
             step = yield from self._step(cancel)
             if step is None:
                 return  # the step ended the turn (failure or cancel), and said so
@@ -186,11 +197,7 @@ class Session:
             if not completed:
                 yield TurnFailed(self.id, "cancelled by the user", "cancelled")
                 return
-        yield TurnFailed(
-            self.id,
-            f"stopped after {max_steps} model calls in one turn; send a message to let the agent continue",
-            "step_limit",
-        )
+        yield TurnFailed(self.id, step_limit_reason(max_steps), "step_limit")
 
     # -- one model call ---------------------------------------------------------------------
 
@@ -293,7 +300,7 @@ class Session:
                     and self._compaction is not None
                     and not self._reactive_used
                 ):
-                    # SPEC K-6: once per successful provider boundary, only before any output.
+                    # SPEC C-2, K-6: once per turn, and only before any output.
                     self._reactive_used = True
                     result = yield from self.compact(Trigger.PROVIDER, cancel, current=view)
                     if cancel.cancelled:
@@ -325,7 +332,13 @@ class Session:
                     # K-6: past the output boundary a replay could duplicate what was delivered.
                     message = (
                         f"{failure.message}; the reply had already started, so nothing was retried "
-                        "or compacted (SPEC K-6): send a message to continue"
+                        "or compacted: send a message to continue"
+                    )
+                elif failure.kind is FailureKind.INPUT_OVERFLOW and self._reactive_used:
+                    # C-2: the one automatic recovery of this turn is spent; no loop of compactions.
+                    message = (
+                        f"{failure.message}; the context was already compacted once in this turn, so "
+                        "it was not compacted again: send a message to continue, or compact by hand"
                     )
                 yield TurnFailed(self.id, message, str(failure.kind))
                 return None
@@ -343,8 +356,6 @@ class Session:
                 finished.usage,
                 view,
             )
-            # K-6: a successful provider boundary allows one more reactive recovery after it.
-            self._reactive_used = False
             yield ContextUpdated(self.id, self.context().report())
             return finished, reply_seq or view.through_seq
 

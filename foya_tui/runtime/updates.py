@@ -24,6 +24,15 @@ class TurnStarted:
 
 
 @dataclass(frozen=True)
+class StepStarted:
+    """A model call of the running turn begins: the `number`-th of at most `max_steps`."""
+
+    session_id: str
+    number: int
+    max_steps: int
+
+
+@dataclass(frozen=True)
 class ContextUpdated:
     """The compiled context of the next (or current) request: layers, budget, verdict.
 
@@ -134,6 +143,7 @@ class HandoffRecorded:
 
 RuntimeUpdate = (
     TurnStarted
+    | StepStarted
     | CompactionProgressed
     | ContextSnipped
     | HandoffRecorded

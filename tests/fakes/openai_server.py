@@ -74,7 +74,9 @@ from urllib.parse import urlsplit
 from foya_tui.runtime.providers.summary_format import (
     COMPACTION_MARKER,
     MUST_MENTION_TAG,
+    PREVIOUS_SUMMARY_TAG,
     SECTION_HEADINGS,
+    TRANSCRIPT_TAG,
     blocks,
 )
 
@@ -428,7 +430,15 @@ def summary_text(messages: tuple[Mapping[str, Any], ...]) -> str:
         for line in body.splitlines()
         if line.strip()
     ]
-    first = next((attributes["from_seq"] for _, attributes, _ in found if "from_seq" in attributes), "1")
+    # The events it summarises: read-only context (earlier segments) lies outside them.
+    first = next(
+        (
+            attributes["from_seq"]
+            for tag, attributes, _ in found
+            if tag in (TRANSCRIPT_TAG, PREVIOUS_SUMMARY_TAG) and "from_seq" in attributes
+        ),
+        "1",
+    )
     bodies = [body.format(first=first) for body in SUMMARY_BODIES[:-1]]
     bodies.append("\n".join([*must_mention, SUMMARY_BODIES[-1]]))
     return "\n\n".join(f"{heading}\n{body}" for heading, body in zip(SECTION_HEADINGS, bodies, strict=True))

@@ -292,6 +292,40 @@ def test_summary_validation_names_every_problem() -> None:
     assert any("before ## Goal" in p for p in summary_problems("Sure!\n" + summary(), "stop"))
 
 
+def test_a_summary_has_exactly_the_five_sections() -> None:
+    """SPEC C-8: an extra section or a repeated one fails validation, wherever it stands; a
+    sub-heading, or a heading inside a code fence, is content."""
+    extra = summary() + "\n\n## Open Questions\n- none"
+    assert summary_problems(extra, "stop") == [
+        "section(s) other than the five: ## Open Questions (use exactly " + ", ".join(SECTION_HEADINGS) + ")"
+    ]
+    early = summary().replace("## Progress", "## Notes\n- a note\n\n## Progress")
+    assert any("## Notes" in p for p in summary_problems(early, "stop"))
+    repeated = summary() + "\n\n## Progress\n- more progress [seq 1]"
+    assert summary_problems(repeated, "stop") == [
+        "repeated section(s): ## Progress (each appears exactly once)"
+    ]
+    twice = summary().replace("## Key Decisions", "## Goal\nagain\n\n## Key Decisions")
+    assert any("repeated section(s): ## Goal" in p for p in summary_problems(twice, "stop"))
+    fenced = summary(critical="```md\n## Not a section\n```")
+    nested = summary(critical="### Paths\n- src/app.py")
+    assert summary_problems(fenced, "stop") == [] and summary_problems(nested, "stop") == []
+
+
+def test_a_summary_with_an_extra_section_is_repaired(tmp_path: Path, workdir: Path) -> None:
+    client = ScriptedClient(summaries=[summary() + "\n\n## Summary\nAll fine.", summary()])
+    with scripted_runtime(tmp_path, workdir, client) as runtime:
+        session_id = import_session(runtime, [*tool_turn(1), *tool_turn(2), *tool_turn(3)])
+        result = runtime.compact(session_id)
+        assert result.outcome is Outcome.ACCEPTED and result.checkpoint is not None
+        assert (
+            result.checkpoint.producer == "repaired"
+            and "## Summary" not in result.checkpoint.segments[0].text
+        )
+        repair = client.summary_requests[1].messages[1]["content"]
+        assert "section(s) other than the five: ## Summary" in repair
+
+
 def _events(messages: Sequence[dict[str, Any]]) -> list[Event]:
     return [
         Event("s", seq, EventKind.IMPORTED_MESSAGE, _imported(m), "t") for seq, m in enumerate(messages, 1)

@@ -220,6 +220,10 @@ ROW_DAMAGES: dict[str, tuple[Callable[[str], str], str]] = {
     "no model": (edit(lambda c: c.pop("model"), forge=True), "field 'model'"),
     "no created time": (edit(lambda c: c.pop("created_at"), forge=True), "field 'created_at'"),
     "no projection kind": (edit(lambda c: c.pop("projection_kind"), forge=True), "unknown projection kind"),
+    "first segment starts after the first event, id forged (P-2)": (
+        edit(lambda c: c["segments"][0].update(from_seq=c["segments"][0]["from_seq"] + 1), forge=True),
+        "its first segment starts at seq 2, not at the first valid event (1)",
+    ),
     "segments continuity broken, id forged": (
         edit(lambda c: c["segments"][1].update(from_seq=c["segments"][1]["from_seq"] + 1), forge=True),
         "segments must be continuous",
@@ -453,6 +457,47 @@ def test_when_row_and_event_are_damaged_the_checkpoint_is_dropped_and_the_previo
         assert runtime.inspect(base.session_id).current_id == a
         view = runtime.context(base.session_id)
         assert view.checkpoint_id == a and damage_notices(view, b)  # still shown, never silent
+
+
+def test_a_row_that_differs_from_its_completion_event_is_not_used(
+    base: Base, database: Path, tmp_path: Path
+) -> None:
+    """P-2: the fast row is compared with the checkpoint its completion event committed. The event
+    is damaged (one byte of a summary, its id left as it was) while the row is intact: the row no
+    longer stands for what was committed, the event no longer validates, so B is dropped and A
+    serves; `foya verify` names both."""
+    a, b = base.a.id, base.b.id
+    seq, _ = base.rows[b]
+    damage_event(database, seq, in_event(one_byte("## Progress", "## Progresz")))
+    history = events(database)
+    code, output = foya(database, "verify", base.session_id)
+    assert code == 1 and f"checkpoint {b[:12]}" in output
+    assert "its row differs from the checkpoint in its completion event" in output
+    assert rows(database)[b] == base.rows[b]  # verify changes nothing
+    with fresh(database, base) as runtime:
+        view = runtime.context(base.session_id)
+        assert view.checkpoint_id == a
+        (notice,) = damage_notices(view, b)
+        assert "is invalid" in notice and "its row differs from the checkpoint" in notice
+    assert b not in rows(database) and events(database) == history
+
+
+def test_a_checkpoint_that_starts_after_the_first_event_is_invalid_in_its_event_too(
+    base: Base, database: Path
+) -> None:
+    """P-2: a gap before the first segment (events neither shown nor summarised), forged into the
+    completion event with a matching id and no row to compare: the checkpoint is invalid."""
+    a, b = base.a.id, base.b.id
+    seq, _ = base.rows[b]
+    shift = edit(lambda c: c["segments"][0].update(from_seq=3), forge=True)
+    damage_event(database, seq, in_event(shift))
+    forged = json.loads(events(database)[seq - 1][2])["checkpoint"]["id"]
+    execute(database, "DELETE FROM checkpoint WHERE id = ?", b)
+    code, output = foya(database, "verify", base.session_id)
+    assert code == 1 and f"checkpoint {forged[:12]}" in output
+    assert "its first segment starts at seq 3, not at the first valid event (1)" in output
+    with fresh(database, base) as runtime:
+        assert runtime.context(base.session_id).checkpoint_id == a
 
 
 def test_with_every_checkpoint_damaged_the_model_sees_all_valid_history(base: Base, database: Path) -> None:

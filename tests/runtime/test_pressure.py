@@ -356,16 +356,23 @@ def run_turn(runtime: Runtime, session_id: str, text: str) -> list[Any]:
     return list(runtime.open_session(session_id).send(text))
 
 
-def test_reactive_recovery_once_per_successful_provider_boundary(tmp_path: Path, workdir: Path) -> None:
-    """K-6: an overflow before any output compacts once and retries; after replies that arrived
-    whole, a later overflow in the same turn may recover again."""
-    client = OverflowingClient(OVERFLOW, read("a"), read("b"), OVERFLOW, "done")
+def test_reactive_recovery_runs_at_most_once_per_turn(tmp_path: Path, workdir: Path) -> None:
+    """C-2 (K-6 resolved): an overflow before any output compacts once and retries; a later
+    overflow in the same turn, even after replies that arrived whole, fails the turn without a
+    second compaction and says why; the next turn may recover again."""
+    client = OverflowingClient(OVERFLOW, read("a"), read("b"), OVERFLOW, OVERFLOW, "done")
     with runtime_with(tmp_path, workdir, client, mid_turn_min_steps=2) as runtime:
         session_id = long_session(runtime, turns=6)
         updates = run_turn(runtime, session_id, "continue the work")
         finished = [u.result for u in updates if isinstance(u, CompactionFinished)]
-        assert [(r.trigger, r.outcome) for r in finished] == [("provider", "accepted")] * 2
-        assert isinstance(updates[-1], TurnFinished)
+        assert [(r.trigger, r.outcome) for r in finished] == [("provider", "accepted")]
+        failed = updates[-1]
+        assert isinstance(failed, TurnFailed) and failed.kind == "input_overflow"
+        assert "already compacted once in this turn" in failed.reason
+        assert len(client.requests) == 4  # overflow, retry (a), b, overflow: no fifth request
+        updates = run_turn(runtime, session_id, "go on")
+        finished = [u.result for u in updates if isinstance(u, CompactionFinished)]
+        assert [r.trigger for r in finished] == ["provider"] and isinstance(updates[-1], TurnFinished)
 
 
 def test_two_overflows_without_a_reply_between_them_recover_once(tmp_path: Path, workdir: Path) -> None:
@@ -391,7 +398,7 @@ def test_an_overflow_after_output_started_fails_closed(tmp_path: Path, workdir: 
         assert not any(isinstance(u, CompactionFinished) for u in updates)
         failed = updates[-1]
         assert isinstance(failed, TurnFailed) and "already started" in failed.reason
-        assert "K-6" in failed.reason
+        assert "K-6" not in failed.reason and "SPEC" not in failed.reason  # words, not rule ids
         kinds = [e.kind for e in runtime.store.events(session_id)]
         assert kinds[-1] is EventKind.ASSISTANT_MESSAGE and EventKind.COMPACTION_DIAGNOSTIC not in kinds
 

@@ -3,18 +3,20 @@
 from __future__ import annotations
 
 import json
+import os
 import threading
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
+from foya_tui.cli import main
 from foya_tui.runtime.model import EventKind, ToolCall
 from foya_tui.runtime.providers.client import CancelToken, ProviderRequest
 from foya_tui.runtime.runtime import Runtime
 from foya_tui.runtime.tools.approval import ApprovalRequest, Decision
 from foya_tui.runtime.tools.registry import ToolContext, ToolResult, ToolSpec, Visibility
-from foya_tui.runtime.updates import ToolCallFinished, ToolCallStarted, TurnFailed, TurnFinished
+from foya_tui.runtime.updates import StepStarted, ToolCallFinished, ToolCallStarted, TurnFailed, TurnFinished
 from foya_tui.settings import Settings, ToolSettings
 from tests.conftest import FIXED_NOW, fake_settings, make_paths
 from tests.fakes.openai_server import FakeOpenAIServer
@@ -152,9 +154,55 @@ def test_a_runaway_loop_stops_at_the_step_limit(
         session = rt.new_session()
         updates = list(session.send("read the readme forever"))
         assert isinstance(updates[-1], TurnFailed) and updates[-1].kind == "step_limit"
+        # The message says how to go on: send a message, or raise the setting that stopped it.
+        assert "[tools] max_steps" in updates[-1].reason and "3 model calls" in updates[-1].reason
+        assert [u.number for u in updates if isinstance(u, StepStarted)] == [1, 2, 3]
+        assert {u.max_steps for u in updates if isinstance(u, StepStarted)} == {3}
         assert len(fake_openai.requests) == 3 and len(tool_results(rt, session.id)) == 3
         sent_tools = [tool["function"]["name"] for tool in fake_openai.requests[0].body["tools"]]
         assert "read_file" in sent_tools and "history_read_tool_result" not in sent_tools
+
+
+LONG_TASK_STEPS = 120
+
+
+def write_parallel_config(home: Path, base_url: str, tools: str = "") -> None:
+    """A config whose default route is the loopback server's `parallel` scenario; `tools` is the
+    body of a `[tools]` table (empty: the defaults)."""
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "config.toml").write_text(
+        'model = "openai/parallel"\nconnection = "fake"\n'
+        f'[connections.fake]\napi_base = "{base_url}"\napi_key_env = "FOYA_TEST_KEY"\n'
+        + (f"[tools]\n{tools}\n" if tools else ""),
+        encoding="utf-8",
+    )
+
+
+def test_a_120_step_headless_task_finishes_on_the_default_settings(
+    tmp_path: Path, workdir: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`foya run` over LiteLLM's real HTTP path: 120 steps of one read each, then the answer, with
+    no `[tools]` table at all; then the same task under a low limit stops with a message that
+    names the setting to raise."""
+    (workdir / "notes.txt").write_text("a note\n", encoding="utf-8")
+    monkeypatch.chdir(workdir)
+    home = Path(os.environ["FOYA_HOME"])
+    with FakeOpenAIServer(parallel_paths=("notes.txt",), parallel_steps=LONG_TASK_STEPS) as server:
+        write_parallel_config(home, server.base_url)
+        assert main(["run", "read the notes, again and again", "--json"]) == 0
+        lines = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.strip()]
+        assert lines[-1]["type"] == "turn_finished"
+        steps = [line for line in lines if line["type"] == "step"]
+        assert [line["number"] for line in steps] == list(range(1, LONG_TASK_STEPS + 2))
+        assert {line["max_steps"] for line in steps} == {ToolSettings().max_steps}
+        results = [line for line in lines if line["type"] == "tool_result"]
+        assert len(results) == LONG_TASK_STEPS and not any(r["is_error"] for r in results)
+        assert len(server.chat_requests) == LONG_TASK_STEPS + 1
+
+        write_parallel_config(home, server.base_url, tools="max_steps = 5")
+        assert main(["run", "read the notes once more"]) == 1
+        err = capsys.readouterr().err
+        assert "stopped after 5 model calls" in err and "raise [tools] max_steps in config.toml" in err
 
 
 class Weather:

@@ -154,9 +154,10 @@ async def send(pilot: Pilot[None], text: str) -> None:
     await wait_until(pilot, lambda: prompt.text == "" and app.conversation.ready)
 
 
-SEGMENTED = Settings(retry_backoff=0.0, compaction=CompactionSettings(summary_max_tokens=6000))
-"""Settings under which a compaction on foya-sim/small has room for about 2,000 tokens per summary
-request, so that a long history is summarised in several chunks: a checkpoint with several
+SEGMENTED = Settings(retry_backoff=0.0, compaction=CompactionSettings(summary_max_tokens=5500))
+"""Settings under which a compaction on foya-sim/small has room for about 2,400 tokens per summary
+request (the user's message each request carries included), so that a long history is summarised
+in several chunks: a checkpoint with several
 segments (SPEC C-10), which the default reserve would not make from a short test session."""
 TOPICS = ("parser", "cache", "scheduler", "logger", "config loader", "network client", "renderer")
 

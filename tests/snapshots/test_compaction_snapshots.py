@@ -74,9 +74,9 @@ async def candidate_open(pilot: Pilot[None]) -> None:
 
 def test_inspector_with_two_checkpoints(snap_compare, history_app: tuple[Runtime, str]) -> None:
     """The inspector on foya-dark: header "Inspector · session 3f2a9c · 2 checkpoints · read from the
-    store". Left, CHECKPOINTS: "● 26b99793… current  L2  1 seg  llm" in bold teal with "seg 1  seq
-    1–47" under it (highlighted), then "○ 0cf3ecd3… earlier  L0  3 seg  llm" with three segments
-    (seq 1–24, 25–33, 34–42) and a last line "○ (none) · the model sees the full history" in grey.
+    store". Left, CHECKPOINTS: "● 159f10dd… current  L2  1 seg  llm" in bold teal with "seg 1  seq
+    1–47" under it (highlighted), then "○ 3d1366ff… earlier  L0  3 seg  llm" with three segments
+    (seq 1–24, 25–34, 35–42) and a last line "○ (none) · the model sees the full history" in grey.
     Below, DIAGNOSTICS newest first, each naming its producer ("manual standalone llm"): a yellow
     "✗ failed" (rejected twice, C-9), two green "✓ accepted" with their sizes, a yellow "✗ rejected"
     (would not shrink); FINGERPRINTS 1/16 with the same reason; "BREAKER closed · 1/3 failed
@@ -94,7 +94,7 @@ def test_inspector_light_theme(snap_compare, history_app: tuple[Runtime, str]) -
     """The same inspector on foya-light, with the earlier checkpoint's second segment selected: a
     pale background, the current checkpoint in dark teal, the failed and rejected marks in dark
     yellow, the accepted ones and "closed" (the breaker) in green; the right side shows "SEGMENT 2 ·
-    SEQ 25–33 · LEVEL 0" and its summary. Every line is easy to read."""
+    SEQ 25–34 · LEVEL 0" and its summary. Every line is easy to read."""
     runtime, session_id = history_app
     app = FoyaApp(runtime, session_id=session_id, theme="foya-light")
 

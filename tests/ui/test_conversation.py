@@ -16,12 +16,14 @@ from textual.pilot import Pilot
 from foya_tui.runtime.model import EventKind
 from foya_tui.runtime.runtime import Runtime
 from foya_tui.runtime.updates import ReplyDelta, TurnFinished, TurnStarted
-from foya_tui.settings import Settings
+from foya_tui.settings import Settings, ToolSettings
 from foya_tui.ui.app import FoyaApp
 from foya_tui.ui.messages import RuntimeUpdated
 from foya_tui.ui.screens.conversation import ConversationScreen
 from foya_tui.ui.widgets.message_list import MAX_BLOCKS
-from foya_tui.ui.widgets.prompt import Prompt
+from foya_tui.ui.widgets.prompt import PLACEHOLDER, Prompt
+from tests.conftest import fake_settings
+from tests.fakes.openai_server import FakeOpenAIServer
 from tests.ui.probes import notifications
 from tests.ui.screen_text import visible_text
 
@@ -186,6 +188,8 @@ async def test_escape_cancels_a_waiting_turn_and_enter_does_not_send_meanwhile(
         await pilot.press(*"hello", "enter")
         await wait_until(pilot, lambda: any("retrying" in message for message, _ in notifications(app)))
         assert screen.turn_running and screen.check_action("cancel_turn", ())
+        # The prompt says which model call of the turn runs, against the (default) step limit.
+        assert screen.query_one(Prompt).placeholder.startswith("step 1 of 500 · a reply is being written")
 
         await pilot.press(*"next", "enter")
         assert screen.query_one(Prompt).text == "next"  # kept, not sent
@@ -198,6 +202,36 @@ async def test_escape_cancels_a_waiting_turn_and_enter_does_not_send_meanwhile(
         assert not [message for message, severity in notifications(app) if severity == "error"]
         assert screen.query_one(Prompt).text == "next"
         assert not screen.check_action("cancel_turn", ())
+
+
+async def test_the_prompt_counts_the_steps_and_the_step_limit_says_how_to_raise_it(
+    make_runtime: Callable[..., Runtime], wait_until, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The loopback server always answers with a tool call: every step shows in the prompt's line,
+    and the turn that reaches the limit names the setting that raises it."""
+    shown: list[str | None] = []
+    set_busy = Prompt.set_busy
+
+    def recording(prompt: Prompt, why: str | None) -> None:
+        shown.append(why)
+        set_busy(prompt, why)
+
+    monkeypatch.setattr(Prompt, "set_busy", recording)
+    with FakeOpenAIServer() as server:
+        settings = fake_settings(server.base_url, model="openai/tools", tools=ToolSettings(max_steps=3))
+        app = FoyaApp(make_runtime(settings))
+        async with app.run_test(size=SIZE) as pilot:
+            screen = app.conversation
+            await wait_until(pilot, lambda: screen.ready)
+            await pilot.press(*"read the readme forever", "enter")
+            await wait_until(pilot, lambda: len(server.chat_requests) == 3 and screen.ready)
+            steps = [line.split(" · ")[0] for line in shown if line and line.startswith("step ")]
+            assert list(dict.fromkeys(steps)) == ["step 1 of 3", "step 2 of 3", "step 3 of 3"]
+            errors = [message for message, severity in notifications(app) if severity == "error"]
+            assert len(errors) == 1 and "raise [tools] max_steps in config.toml" in errors[0]
+            marker = visible_text(screen.messages.query_children(".marker").last())
+            assert marker.startswith("✗ stopped after 3 model calls")
+            assert screen.query_one(Prompt).placeholder == PLACEHOLDER  # idle again: no step shown
 
 
 async def test_resume_renders_the_stored_history(make_runtime: Callable[..., Runtime], send: Send) -> None:
@@ -306,7 +340,7 @@ import asyncio, sys
 from pathlib import Path
 from foya_tui.paths import FoyaPaths
 from foya_tui.runtime.runtime import Runtime
-from foya_tui.settings import Settings
+from foya_tui.settings import Settings, ToolSettings
 from foya_tui.ui.app import FoyaApp
 
 from foya_tui.ui.bridge import Bridge

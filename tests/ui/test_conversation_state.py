@@ -92,3 +92,15 @@ def test_the_state_is_a_value() -> None:
     assert ConversationState(Activity.FORKING) == ConversationState(Activity.FORKING)
     with pytest.raises(AttributeError):
         IDLE.activity = Activity.REPLYING  # type: ignore[misc]
+
+
+def test_a_reply_says_which_step_runs_and_other_activities_ignore_steps() -> None:
+    at_two = REPLYING.at_step(2, 500)
+    assert at_two.busy_line == (
+        "step 2 of 500 · a reply is being written · esc cancel · you can type your next message"
+    )
+    assert at_two.turn_running and at_two.refuse_send() == REPLYING.refuse_send()
+    assert REPLYING.at_step(1_200, 5_000).busy_line.startswith("step 1,200 of 5,000 · ")
+    for activity in OTHERS:
+        assert ConversationState(activity).at_step(3, 500).busy_line == activity.value
+    assert IDLE.at_step(3, 500).busy_line is None

@@ -61,7 +61,12 @@ from foya_tui.runtime.compaction.native import NativeCompactor, NativeUnavailabl
 from foya_tui.runtime.compaction.planner import NothingToCompact, Plan, plan_compaction
 from foya_tui.runtime.compaction.summary import (
     SYSTEM_PROMPT,
+    Anchor,
     PreviousSummary,
+    SummaryContext,
+    context_tokens,
+    earlier_context,
+    request_anchor,
     request_messages,
 )
 from foya_tui.runtime.compaction.text import (
@@ -79,7 +84,7 @@ from foya_tui.runtime.providers.routes import Route
 from foya_tui.runtime.providers.summary_format import HANDOFF_MARKER
 from foya_tui.runtime.store import CompactionStore, EventStore
 from foya_tui.runtime.text import content_text
-from foya_tui.runtime.tokens import TOKENS_PER_MESSAGE, counter_for_model, message_text
+from foya_tui.runtime.tokens import TOKENS_PER_MESSAGE, TokenCounter, counter_for_model, message_text
 from foya_tui.runtime.view.checkpoint import (
     MAX_SEGMENTS,
     Checkpoint,
@@ -100,6 +105,12 @@ FALLBACK_SHARE = 0.35
 """Share of the input budget the deterministic fallback's checkpoint may fill (K-10)."""
 FALLBACK_SOURCE_SHARE = 0.6
 """Share of the covered messages' tokens the fallback may keep: it must shrink what it replaces."""
+ANCHOR_SHARE = 0.15
+"""Share of a summary request's limit the anchor may take; a larger one keeps head and tail."""
+EARLIER_SHARE = 0.1
+"""Share of a summary request's limit reserved for the earlier segments whenever a request
+summarises after an earlier segment; each request also gives them the room its chunk leaves, and
+shows a digest when even that is not enough."""
 _MESSAGE_KINDS = frozenset(
     {EventKind.USER_MESSAGE, EventKind.ASSISTANT_MESSAGE, EventKind.TOOL_RESULT, EventKind.IMPORTED_MESSAGE}
 )
@@ -543,11 +554,27 @@ class CompactionService:
             PreviousSummary(s.index, s.from_seq, s.through_seq, s.level, s.text)
             for s in (base.segments if base is not None else ())
         ]
+        # K-12: every request carries the anchor, and the earlier segments read-only; their room is
+        # planned here, so that no request exceeds the limit whatever it carries.
+        anchor = self._anchor(snapshot, plan, counter, int(limit * ANCHOR_SHARE))
         overhead = (
-            counter.count(SYSTEM_PROMPT) + counter.count("\n".join(t for _, t in ledger.must_mention())) + 64
+            counter.count(SYSTEM_PROMPT)
+            + counter.count("\n".join(t for _, t in ledger.must_mention()))
+            + context_tokens(SummaryContext(anchor), counter)
+            + 64
         )
         message_chars = self._settings.transcript_message_chars
         chunks = chunks_of(snapshot, plan, covered, counter, limit - overhead, message_chars)
+        earlier_room = 0
+        # Reserved for the segments of the checkpoint this one extends; the summaries of earlier
+        # chunks of this compaction get the room their own chunk leaves.
+        if previous:
+            earlier_room = int(limit * EARLIER_SHARE)
+            chunks = chunks_of(
+                snapshot, plan, covered, counter, limit - overhead - earlier_room, message_chars
+            )
+        # The segments before the next chunk's: the base's, then those made so far here.
+        earlier: list[PreviousSummary] = list(previous)
         # Chunks (and merges, see `chunking.merge_segments`) are necessary requests; `max_requests`
         # bounds repairs and back-offs on top of them.
         requests.limit = self._settings.max_requests + len(chunks)
@@ -570,6 +597,17 @@ class CompactionService:
             first = previous_part[0].from_seq if previous_part else chunk.from_seq  # type: ignore[union-attr]
             last = chunk.through_seq if chunk is not None else previous_part[-1].through_seq
             inputs = ShrinkingTranscript(snapshot.entries, chunk, counter) if chunk is not None else None
+            # A chunk summarised on its own reads the segments before it, in the reserve and in
+            # whatever room its transcript leaves; a rewrite or a merge has them as its input already.
+            spare = (
+                max(0, limit - overhead - earlier_room - counter.count("\n".join(chunk.lines)))
+                if chunk is not None
+                else 0
+            )
+            shown, digest = (
+                earlier_context(earlier, counter, earlier_room + spare) if not previous_part else ((), False)
+            )
+            context = SummaryContext(anchor, shown, digest)
 
             def build(reasons: Sequence[str], shrink: int) -> tuple[dict[str, Any], ...] | None:
                 lines: Sequence[str] = ()
@@ -587,6 +625,7 @@ class CompactionService:
                     previous=previous_part,
                     ledger=chunk_ledger,
                     repair_reasons=reasons,
+                    context=context,
                 )
 
             summary = self._compactor.summarise(route, build, chunk_ledger, (first, last), cancel, requests)
@@ -600,9 +639,11 @@ class CompactionService:
             text = summarise(1, previous, chunks[0])
             segments = [(previous[0].from_seq, plan.through_seq, top_level + 1, text)]
         else:
-            fresh = [
-                (c.from_seq, c.through_seq, 0, summarise(i, (), c)) for i, c in enumerate(chunks, start=1)
-            ]
+            fresh = []
+            for i, c in enumerate(chunks, start=1):
+                made = (c.from_seq, c.through_seq, 0, summarise(i, (), c))
+                fresh.append(made)
+                earlier.append(PreviousSummary(len(earlier) + 1, *made))
             segments = [(s.from_seq, s.through_seq, s.level, s.text) for s in previous] + fresh
             # More than 4 segments, or an anchor change: one session-level summary over them all.
             if len(segments) > MAX_SEGMENTS or (previous and not append):
@@ -814,6 +855,17 @@ class CompactionService:
             native_state=native_state,
             kept_messages=kept,
         ).with_id()
+
+    def _anchor(
+        self, snapshot: HistorySnapshot, plan: Plan, counter: TokenCounter, room: int
+    ) -> Anchor | None:
+        """The plan's head anchor as summary requests carry it (None: the session has no request)."""
+        index = snapshot.anchor_index
+        if plan.anchor_seq is None or index is None or index >= len(snapshot.entries):
+            return None
+        entry = snapshot.entries[index]
+        text = content_text(entry.openai.get("content"))
+        return request_anchor(entry.seq, text, counter, room) if text.strip() else None
 
     def _covered_events(self, session_id: str, plan: Plan) -> list[Event]:
         """The valid message events the plan newly covers, as stored."""

@@ -12,12 +12,15 @@ import posixpath
 import re
 import unicodedata
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from foya_tui.runtime.model import Role
 from foya_tui.runtime.providers.summary_format import (
+    ANCHOR_OMISSION,
+    ANCHOR_TAG,
     COMPACTION_MARKER,
+    EARLIER_SUMMARY_TAG,
     IMAGE_PLACEHOLDER,
     MUST_MENTION_DIRECTIVE,
     MUST_MENTION_PATH,
@@ -31,6 +34,7 @@ from foya_tui.runtime.providers.summary_format import (
     open_tag,
 )
 from foya_tui.runtime.text import content_text
+from foya_tui.runtime.tokens import TokenCounter
 from foya_tui.runtime.view.history import LogEntry
 from foya_tui.runtime.view.ledger import Ledger
 
@@ -41,7 +45,7 @@ be faithful and specific. Answer with exactly these five Markdown sections, in t
 with real content, and nothing before or after them:
 
 ## Goal
-The user's current goal, in their terms.
+The user's current goal, in their terms: the request in <user-request>.
 ## Progress
 Work done and what was verified; each fact followed by its source like [seq 12] or [seq 12–15].
 ## Key Decisions
@@ -52,9 +56,13 @@ What is left to do, in order.
 Exact paths, identifiers, commands, error messages, constraints and the user's rules, verbatim.
 
 Rules: every item listed in <must-mention> must appear in your summary (paths and the user's rules
-verbatim). A <previous-summary> is earlier history already summarised: keep its facts unless later
-history contradicts them. Close every code fence. Be concise: the summary must be much shorter than
-what it replaces."""
+verbatim). <user-request> is the user's request, verbatim: the Goal states it in their words, even
+when the history you summarise never shows it. An <earlier-summary> is the part of the checkpoint
+that comes before what you summarise: read-only context, so that you know what the work is for and
+what is already recorded; do not repeat it, and cite only events of <transcript> or
+<previous-summary>. A <previous-summary> is earlier history already summarised: keep its facts
+unless later history contradicts them. Close every code fence. Be concise: the summary must be much
+shorter than what it replaces."""
 
 REPAIR_INSTRUCTION = (
     "Your previous summary was rejected for the reasons in <repair>. Write it again, shorter, "
@@ -65,7 +73,11 @@ TRUNCATION_MARKERS = re.compile(
 )
 FENCE = re.compile(r"^\s*(```|~~~)", re.MULTILINE)
 _CLOSING_TAGS = re.compile(
-    r"</(" + "|".join((TRANSCRIPT_TAG, PREVIOUS_SUMMARY_TAG, MUST_MENTION_TAG, REPAIR_TAG)) + ")>"
+    r"</("
+    + "|".join(
+        (ANCHOR_TAG, EARLIER_SUMMARY_TAG, TRANSCRIPT_TAG, PREVIOUS_SUMMARY_TAG, MUST_MENTION_TAG, REPAIR_TAG)
+    )
+    + ")>"
 )
 _WORD = re.compile(r"[^\W\d_]{3,}|\d+|[\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af]", re.UNICODE)
 MENTION_WORD_SHARE = 0.7
@@ -142,6 +154,101 @@ _MUST_MENTION_LABELS = {
 }
 
 
+@dataclass(frozen=True)
+class Anchor:
+    """The user's request (the head anchor) as a summary request carries it."""
+
+    seq: int
+    text: str
+    """Verbatim, or its head and tail around ANCHOR_OMISSION when it alone would not fit."""
+
+
+@dataclass(frozen=True)
+class SummaryContext:
+    """What every summary request carries besides what it summarises (SPEC K-12): the anchor,
+    and read-only the earlier segments of the checkpoint it extends, so that `## Goal` is grounded
+    in the user's words whichever part of history the request covers."""
+
+    anchor: Anchor | None = None
+    earlier: tuple[PreviousSummary, ...] = ()
+    digest: bool = False
+    """The earlier segments are shortened to their Goal and Next Steps (the plan could not afford
+    them whole)."""
+
+
+TAG_TOKENS = 16
+"""Tokens a block's opening and closing tags take (an estimate on the high side)."""
+DIGEST_SECTIONS = ("## Goal", "## Next Steps")
+
+
+def request_anchor(seq: int, text: str, counter: TokenCounter, room: int) -> Anchor:
+    """The anchor verbatim when it fits `room` tokens; else its head and tail (two thirds from the
+    start) with the omission said in words: history keeps it whole, `history_read` pages it."""
+    if counter.count(text) + TAG_TOKENS <= room:
+        return Anchor(seq, text)
+    chars = len(text)
+    while chars > 0:
+        chars = chars * 3 // 4
+        head = chars * 2 // 3
+        omission = ANCHOR_OMISSION.format(count=len(text) - chars)
+        shown = f"{text[:head]}\n{omission}\n{text[len(text) - (chars - head) :]}"
+        if counter.count(shown) + TAG_TOKENS <= room:
+            return Anchor(seq, shown)
+    return Anchor(seq, ANCHOR_OMISSION.format(count=len(text)))
+
+
+def _digest(text: str) -> str:
+    """A segment's Goal and Next Steps: what the work is for and where it stood."""
+    kept = []
+    for heading in DIGEST_SECTIONS:
+        match = re.search(rf"^{re.escape(heading)}[ \t]*$(.*?)(?=^## |\Z)", text, re.MULTILINE | re.DOTALL)
+        if match and match.group(1).strip():
+            kept.append(f"{heading}\n{match.group(1).strip()}")
+    return "\n".join(kept) or text
+
+
+def _cut(text: str, tokens: int, counter: TokenCounter) -> str:
+    """`text` cut at a line end (or a word) to about `tokens`; whole when it fits."""
+    if counter.count(text) <= tokens:
+        return text
+    chars = len(text)
+    while chars > 0:
+        chars = chars * 3 // 4
+        head = text[:chars]
+        cut = head.rfind("\n")
+        head = head[:cut] if cut > chars // 2 else head.rsplit(" ", 1)[0]
+        if counter.count(head) <= tokens:
+            return head.rstrip()
+    return ""
+
+
+def earlier_context(
+    segments: Sequence[PreviousSummary], counter: TokenCounter, room: int
+) -> tuple[tuple[PreviousSummary, ...], bool]:
+    """The earlier segments a summary request carries read-only within `room` tokens: whole when
+    they fit; else a digest of each (its Goal and Next Steps, shared fairly), newest kept first
+    when even the digests do not fit. Returns (segments, whether they are a digest)."""
+    whole = sum(counter.count(item.text) + TAG_TOKENS for item in segments)
+    if whole <= room:
+        return tuple(segments), False
+    kept: list[PreviousSummary] = []
+    for count in range(len(segments), 0, -1):
+        share = room // count - TAG_TOKENS
+        if share < 32:
+            continue
+        kept = [replace(item, text=_cut(_digest(item.text), share, counter)) for item in segments[-count:]]
+        kept = [item for item in kept if item.text]
+        if kept:
+            break
+    return tuple(kept), True
+
+
+def context_tokens(context: SummaryContext, counter: TokenCounter) -> int:
+    """What a request's context blocks cost (planned sizes include them)."""
+    anchor = counter.count(context.anchor.text) + TAG_TOKENS if context.anchor is not None else 0
+    return anchor + sum(counter.count(item.text) + TAG_TOKENS for item in context.earlier)
+
+
 def request_messages(
     *,
     from_seq: int,
@@ -150,9 +257,26 @@ def request_messages(
     previous: Sequence[PreviousSummary],
     ledger: Ledger,
     repair_reasons: Sequence[str] = (),
+    context: SummaryContext = SummaryContext(),
 ) -> tuple[dict[str, Any], ...]:
     """The messages of one compaction request (non-streamed; the provider answers with text)."""
     parts: list[str] = []
+    if context.anchor is not None:
+        parts.append(open_tag(ANCHOR_TAG, seq=context.anchor.seq))
+        parts.append(_escape(context.anchor.text))
+        parts.append(close_tag(ANCHOR_TAG))
+    for summary in context.earlier:
+        attributes: dict[str, object] = {
+            "index": summary.index,
+            "from_seq": summary.from_seq,
+            "through_seq": summary.through_seq,
+            "level": summary.level,
+        }
+        if context.digest:
+            attributes["digest"] = "true"
+        parts.append(open_tag(EARLIER_SUMMARY_TAG, **attributes))
+        parts.append(_escape(summary.text))
+        parts.append(close_tag(EARLIER_SUMMARY_TAG))
     for summary in previous:
         parts.append(
             open_tag(
@@ -226,6 +350,16 @@ def summary_problems(text: str, finish_reason: str, seq_range: tuple[int, int] |
     ]
     if missing:
         problems.append(f"missing section(s): {', '.join(missing)}")
+    headings = _headings(text)
+    extra = [heading for heading in headings if heading not in SECTION_HEADINGS]
+    if extra:
+        listed = ", ".join(dict.fromkeys(extra))
+        problems.append(
+            f"section(s) other than the five: {listed} (use exactly {', '.join(SECTION_HEADINGS)})"
+        )
+    repeated = [heading for heading in SECTION_HEADINGS if headings.count(heading) > 1]
+    if repeated:
+        problems.append(f"repeated section(s): {', '.join(repeated)} (each appears exactly once)")
     found = [position for position in positions if position is not None]
     if found != sorted(found):
         problems.append("the sections are not in the order " + ", ".join(SECTION_HEADINGS))
@@ -242,6 +376,22 @@ def summary_problems(text: str, finish_reason: str, seq_range: tuple[int, int] |
     if TRUNCATION_MARKERS.search(text.rstrip()):
         problems.append("the summary ends with or contains a truncation marker")
     return problems
+
+
+_HEADING = re.compile(r"^##[ \t]+\S.*$")
+
+
+def _headings(text: str) -> list[str]:
+    """The level-2 headings of a summary outside code fences, as written (trailing space dropped):
+    SPEC C-8 allows exactly the five sections, each once."""
+    headings = []
+    fenced = False
+    for line in text.splitlines():
+        if FENCE.match(line):
+            fenced = not fenced
+        elif not fenced and _HEADING.match(line):
+            headings.append(line.rstrip())
+    return headings
 
 
 def _words(text: str) -> list[str]:

@@ -6,6 +6,13 @@ requests and validates answers, and the offline simulator (a provider) answers t
 one system message that starts with `COMPACTION_MARKER`, then one user message made of tagged
 blocks, in this order (each optional except the transcript or a previous summary):
 
+    <user-request seq="139">
+    make the parser accept trailing commas, and keep the old error messages
+    </user-request>
+    <earlier-summary index="1" from_seq="1" through_seq="120" level="0">
+    ## Goal
+    …
+    </earlier-summary>
     <previous-summary index="1" from_seq="1" through_seq="140" level="0">
     ## Goal
     …
@@ -26,6 +33,13 @@ blocks, in this order (each optional except the transcript or a previous summary
     - section "## Next Steps" is empty
     </repair>
 
+`<user-request>` is the anchor (the user's latest request) verbatim, in every request, so that
+`## Goal` is the user's goal in their words whatever part of history the request summarises; an
+anchor too large for the request keeps its head and tail around `ANCHOR_OMISSION`. Each
+`<earlier-summary>` is a segment of the checkpoint the new summary extends (or an earlier chunk's
+summary in the same compaction): read-only context, never summarised again. When the request
+cannot afford them whole they come as a digest (`digest="true"`: each segment's Goal and Next
+Steps, shortened).
 A transcript line starts with `[seq N]`; images appear as `IMAGE_PLACEHOLDER`, never as bytes.
 `<must-mention>` lists what the summary must name (modified paths, user directives, files read); `<repair>`
 appears only in the one shorter repair request and lists what the first candidate lacked.
@@ -38,7 +52,7 @@ import re
 COMPACTION_MARKER = "[foya:compaction-request v1]"
 """First line of a compaction request's system message: how a provider (the simulator) knows it."""
 
-PROMPT_VERSION = "foya-summary-v1"
+PROMPT_VERSION = "foya-summary-v2"
 """Changes whenever the prompt's wording changes: part of failure fingerprints (SPEC C-14)."""
 
 SECTION_TITLES = ("Goal", "Progress", "Key Decisions", "Next Steps", "Critical Context")
@@ -56,6 +70,10 @@ request (the simulator reads it so; `compaction/handoff.py` writes and checks it
 CHECKPOINT_MESSAGE_PREFIX = "[Checkpoint "
 """How a checkpoint's message begins (`compaction/summary.py`): it stands for history, not a request."""
 
+ANCHOR_TAG = "user-request"
+EARLIER_SUMMARY_TAG = "earlier-summary"
+ANCHOR_OMISSION = "[… {count:,} characters of the user's message left out of the summary input …]"
+"""What stands between the head and tail of an anchor too large for a summary request."""
 TRANSCRIPT_TAG = "transcript"
 PREVIOUS_SUMMARY_TAG = "previous-summary"
 MUST_MENTION_TAG = "must-mention"

@@ -294,6 +294,10 @@ class HistoryFacts:
     source_digest: str
     """`EventStore.source_digest` up to the checkpoint's through seq."""
     last_seq: int
+    first_seq: int | None = None
+    """The session's first valid event (None: none lies at or before the first segment's start)."""
+    extends_through: int | None = None
+    """The through seq of the checkpoint it extends (its previous one), when that one is known."""
 
 
 def check_against_history(checkpoint: Checkpoint, facts: HistoryFacts) -> None:
@@ -306,3 +310,18 @@ def check_against_history(checkpoint: Checkpoint, facts: HistoryFacts) -> None:
         checkpoint.source_digest == facts.source_digest,
         "the covered events no longer match its source digest (history changed or was rewound)",
     )
+    if checkpoint.segments:
+        # Segment continuity from the start: nothing valid may lie before the first segment, else
+        # the model would see neither those events nor a summary of them.
+        start = checkpoint.segments[0].from_seq
+        _require(
+            facts.first_seq is None
+            or start <= facts.first_seq
+            or (facts.extends_through is not None and start == facts.extends_through + 1),
+            f"its first segment starts at seq {start}, not at the first valid event ({facts.first_seq})"
+            + (
+                f" or after the coverage it extends (through seq {facts.extends_through})"
+                if facts.extends_through is not None
+                else ""
+            ),
+        )

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from foya_tui.runtime.digests import canonical_json
 from foya_tui.runtime.model import Event, EventKind, Role
 from foya_tui.runtime.store import CompactionStore, EventStore, StoredCheckpoint
 from foya_tui.runtime.view.checkpoint import (
@@ -85,12 +86,34 @@ class CheckpointReader:
                 and message_role(anchor) is Role.USER
                 and not rewound(anchor.seq, self._events.rewinds_after(session_id, anchor.seq))
             )
+        start = checkpoint.segments[0].from_seq if checkpoint.segments else 1
+        first_seq = self._first_valid_seq(session_id, start)
+        extends_through = None
+        if first_seq is not None and start > first_seq and checkpoint.previous_id is not None:
+            # Only a checkpoint that does not start at the beginning needs its parent read.
+            parent = self._compaction.row(session_id, checkpoint.previous_id)
+            try:
+                extends_through = parse_checkpoint(parent.body).through_seq if parent is not None else None
+            except CheckpointError:
+                extends_through = None
         return HistoryFacts(
             session_id=session_id,
             anchor_is_valid_user_message=anchor_ok,
             source_digest=self._compaction.source_digest(session_id, checkpoint.through_seq),
             last_seq=self._events.last_seq(session_id),
+            first_seq=first_seq,
+            extends_through=extends_through,
         )
+
+    def _first_valid_seq(self, session_id: str, through_seq: int) -> int | None:
+        """The first valid (readable, not rewound) event at or before `through_seq`: a checkpoint
+        that starts where it should reads one event here."""
+        for event in self._events.events(session_id, through_seq=max(1, through_seq)):
+            if event.problem is not None:
+                continue
+            if not rewound(event.seq, self._events.rewinds_after(session_id, event.seq)):
+                return event.seq
+        return None
 
     def validate(self, session_id: str, raw: object) -> Checkpoint:
         """Parse and check a stored checkpoint against current history (P-2). Raises CheckpointError."""
@@ -183,6 +206,9 @@ class CheckpointReader:
                 checkpoint = self.validate(session_id, row.body)
                 if checkpoint.id != checkpoint_id:
                     raise CheckpointError("its row holds another checkpoint")
+                # P-2: the row is a copy; the completion event is what was committed (P-1).
+                if row.body != canonical_json(event.payload.get("checkpoint")):
+                    raise CheckpointError("its row differs from the checkpoint in its completion event")
                 return checkpoint, None
             except CheckpointError as exc:
                 row_problem = str(exc)

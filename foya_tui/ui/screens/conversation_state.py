@@ -10,7 +10,7 @@ Textual, so the rules are tested without an app (tests/ui/test_conversation_stat
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import Enum
 from typing import Literal
 
@@ -58,15 +58,27 @@ class ConversationState:
     """The activity running now (None: the screen is idle and Enter sends)."""
 
     activity: Activity | None = Activity.OPENING
+    step: tuple[int, int] | None = None
+    """The running turn's model call and the turn's step limit, once its first step began."""
 
     @property
     def idle(self) -> bool:
         return self.activity is None
 
+    def at_step(self, number: int, max_steps: int) -> ConversationState:
+        """The same activity, now at model call `number` of at most `max_steps` (a reply only)."""
+        return replace(self, step=(number, max_steps)) if self.turn_running else self
+
     @property
     def busy_line(self) -> str | None:
-        """What the prompt shows instead of its placeholder (None: its placeholder)."""
-        return self.activity.value if self.activity is not None else None
+        """What the prompt shows instead of its placeholder (None: its placeholder); a reply says
+        which model call of the turn runs, so a long tool loop shows that it moves."""
+        if self.activity is None:
+            return None
+        if self.turn_running and self.step is not None:
+            number, max_steps = self.step
+            return f"step {number:,} of {max_steps:,} · {self.activity.value}"
+        return self.activity.value
 
     @property
     def turn_running(self) -> bool:

@@ -101,6 +101,7 @@ class TurnFlow(ConversationHost):
             HandoffRecorded,
             ReplyDelta,
             RetryScheduled,
+            StepStarted,
             ToolCallStarted,
             TurnFailed,
             TurnFinished,
@@ -108,7 +109,10 @@ class TurnFlow(ConversationHost):
         )
 
         update = message.update
-        if isinstance(update, ContextUpdated):
+        if isinstance(update, StepStarted):
+            self._state = self._state.at_step(update.number, update.max_steps)
+            self.query_one(Prompt).set_busy(self._state.busy_line)
+        elif isinstance(update, ContextUpdated):
             self.context_report = update.report
             self._follow_shortened(update.report)
         elif isinstance(update, CompactionProgressed):

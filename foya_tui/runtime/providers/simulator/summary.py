@@ -16,7 +16,9 @@ from typing import Any
 from foya_tui.runtime.providers.simulator.messages import text_of
 from foya_tui.runtime.providers.simulator.reply import SimulatedReply
 from foya_tui.runtime.providers.summary_format import (
+    ANCHOR_TAG,
     COMPACTION_MARKER,
+    EARLIER_SUMMARY_TAG,
     MUST_MENTION_TAG,
     PREVIOUS_SUMMARY_TAG,
     REPAIR_TAG,
@@ -60,6 +62,10 @@ class CompactionInput:
     previous_ranges: tuple[tuple[int | None, int | None], ...] = ()
     must_mention: tuple[str, ...] = ()
     repair: bool = False
+    anchor: TranscriptEntry | None = None
+    """The user's request every request carries (`<user-request>`), whatever it summarises."""
+    earlier: tuple[Mapping[str, str], ...] = ()
+    """Read-only earlier segments' sections (title → body), oldest first: context, not input."""
 
 
 _SEQ_LINE = re.compile(r"^\[seq (\d+)\] ?(.*)$")
@@ -68,6 +74,7 @@ _ASSISTANT_TEXT = re.compile(r"^assistant: ?(.*)$", re.DOTALL)
 _ASSISTANT_CALL = re.compile(r"^assistant → (\S+) ?(.*)$", re.DOTALL)
 _TOOL_RESULT = re.compile(r"^tool (\S+) \((ok|error)\): ?(.*)$", re.DOTALL)
 _PROVENANCE = re.compile(r"\[seq (\d+)(?:[–-](\d+))?\]\s*$")
+_SEQ_CITATION = re.compile(r"\s*\[seq \d+(?:[–-]\d+)?\]")
 _SENTENCE_END = re.compile(r"(?<=[.!?。！？])\s+")
 # What a reader (and the validator) takes for a truncation marker: never quoted into a summary.
 _MARKER_LIKE = re.compile(
@@ -108,8 +115,14 @@ def compaction_input(messages: Sequence[Mapping[str, Any]]) -> CompactionInput:
     ranges: list[tuple[int | None, int | None]] = []
     must_mention: list[str] = []
     repair = False
+    anchor: TranscriptEntry | None = None
+    earlier: list[Mapping[str, str]] = []
     for tag, attributes, body in blocks(text):
-        if tag == TRANSCRIPT_TAG:
+        if tag == ANCHOR_TAG:
+            anchor = TranscriptEntry(_int_or_none(attributes.get("seq")) or 0, body)
+        elif tag == EARLIER_SUMMARY_TAG:
+            earlier.append(_sections_of(body))
+        elif tag == TRANSCRIPT_TAG:
             for line in body.splitlines():
                 match = _SEQ_LINE.match(line)
                 if match:
@@ -125,7 +138,9 @@ def compaction_input(messages: Sequence[Mapping[str, Any]]) -> CompactionInput:
             must_mention.extend(line.rstrip() for line in body.splitlines() if line.strip().startswith("- "))
         elif tag == REPAIR_TAG:
             repair = True
-    return CompactionInput(tuple(entries), tuple(previous), tuple(ranges), tuple(must_mention), repair)
+    return CompactionInput(
+        tuple(entries), tuple(previous), tuple(ranges), tuple(must_mention), repair, anchor, tuple(earlier)
+    )
 
 
 @dataclass(frozen=True)
@@ -236,7 +251,14 @@ def _progress(data: CompactionInput, detail: _Detail) -> list[str]:
 
 
 def _goal(data: CompactionInput, detail: _Detail) -> tuple[str, str | None]:
-    """The Goal text, and the request quoted for Next Steps (None when carried from a summary)."""
+    """The Goal text, and the request quoted for Next Steps (None when carried from a summary).
+
+    The anchor the request carries comes first: it is the user's request even when the events
+    summarised here are a later part of the turn; it is cited only when it is one of them."""
+    if data.anchor is not None and data.anchor.text.strip():
+        request = _clean(data.anchor.text, detail.goal)
+        cited = any(entry.seq == data.anchor.seq for entry in data.entries)
+        return f"The user asked: “{request}”{_seq_ref(data.anchor.seq if cited else None, None)}", request
     for entry in reversed(data.entries):
         if user := _USER_LINE.match(entry.text):
             request = _clean(user.group(1), detail.goal)
@@ -244,6 +266,10 @@ def _goal(data: CompactionInput, detail: _Detail) -> tuple[str, str | None]:
     for sections in reversed(data.previous):
         if sections.get("Goal"):
             return f"As summarised before: {_clean(sections['Goal'], detail.goal)}", None
+    for sections in reversed(data.earlier):
+        if sections.get("Goal"):  # read-only context: its events lie outside, so it is not cited
+            goal = _SEQ_CITATION.sub("", sections["Goal"])
+            return f"As summarised before: {_clean(goal, detail.goal)}", None
     return "Continue the work recorded in this history.", None
 
 
