@@ -591,9 +591,10 @@ class ContextCompiler:
             else:
                 overflow += int((estimate.total - aim) / scale) + 1
             elastic.clear()
-            elastic.update(
-                _elastic_forms(state, column, view, working_from, shorten, images, overflow=overflow)
+            forms, at_floor = _elastic_forms(
+                state, column, view, working_from, shorten, images, overflow=overflow
             )
+            elastic.update(forms)
             if not elastic:
                 break
             elastic_key = digest_of(
@@ -605,10 +606,20 @@ class ContextCompiler:
                 if form is not entries[index].openai
             }
             restored = {entries[index].seq for index in elastic} - cut
-            shortened_seqs = tuple(sorted(({*fixed_seqs} - restored) | cut))
+            # Only the working set's part of the list changes: the earlier part is kept as it is,
+            # so this stays O(results in the working set) however many a long session holds.
+            split = (
+                bisect.bisect_left(fixed_seqs, entries[working_from].seq)
+                if working_from < count
+                else len(fixed_seqs)
+            )
+            changed = sorted(({*fixed_seqs[split:]} - restored) | cut)
+            shortened_seqs = fixed_seqs[:split] + tuple(changed)
             tools = tool_schemas(bool(shortened_seqs) or bool(snipped_seqs))
             layers = layer_tokens()
             revision, estimate = estimated(layers)
+            if at_floor:
+                break  # every result is at its floor: no smaller form exists (001: the provider judges)
         notices = [f"{notice.source}: {notice.message}" for notice in sources.notices] + notices
         if info.window is None:
             notices.append(f"{route.model}: context window unknown; using the default budget (SPEC B-3)")
@@ -699,15 +710,16 @@ def _elastic_forms(
     images: Mapping[int, Mapping[str, Any]],
     *,
     overflow: int,
-) -> dict[int, tuple[Mapping[str, Any], int]]:
+) -> tuple[dict[int, tuple[Mapping[str, Any], int]], bool]:
     """SPEC T-4: the working set's oversized results resized so that together they take
     `overflow` tokens less than now (when they can): each one's form, and its token change against
-    the form the fixed T-1 step gave it. Costs O(results in the working set), never O(history)."""
+    the form the fixed T-1 step gave it; and whether every one is at its floor (nothing smaller
+    exists). Costs O(results in the working set), never O(history)."""
     entries = state.log.entries
     first = bisect.bisect_left(view.large_indexes, working_from)
     indexes = [index for index in view.large_indexes[first:] if index not in images]
     if not indexes or overflow <= 0:
-        return {}
+        return {}, False
     current = []
     shares = []
     for position, index in enumerate(indexes, start=first):
@@ -739,7 +751,8 @@ def _elastic_forms(
             max(share.floor_tokens, target * room // max(1, used))
             for share, target in zip(shares, targets, strict=True)
         )
-    return {index: form for index, form in forms.items() if form[1] != 0}
+    at_floor = all(target <= share.floor_tokens for share, target in zip(shares, targets, strict=True))
+    return {index: form for index, form in forms.items() if form[1] != 0}, at_floor
 
 
 def _tool_tokens(tools: Sequence[Mapping[str, Any]], counter: TokenCounter) -> int:

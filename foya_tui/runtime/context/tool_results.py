@@ -135,8 +135,10 @@ def elastic_targets(shares: Sequence[ElasticShare], room: int) -> tuple[int, ...
             for share, weight in zip(shares, weights, strict=True)
         ]
 
+    if sum(share.floor_tokens for share in shares) >= room:
+        return tuple(share.floor_tokens for share in shares)
     low, high = 0.0, float(max(share.full_tokens for share in shares))
-    for _ in range(40):  # bisection on the level: 40 halvings resolve well below one token
+    while high - low > 0.5:  # bisection on the level, to half a token
         middle = (low + high) / 2
         if sum(sizes(middle)) <= room:
             low = middle
