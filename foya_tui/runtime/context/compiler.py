@@ -633,7 +633,7 @@ class ContextCompiler:
         for seq in long_seqs:
             notices.append(
                 f"message {seq} alone is more than half of the input budget: the model sees its start "
-                "and end and can read the rest with history_read (SPEC T-4)"
+                "and end and can read the rest with history_read"
             )
         if snipped_seqs:
             notices.append(
