@@ -231,7 +231,7 @@ class Session:
                 for candidate in self._compiler.snip_candidates(self.id, self.route, current)
                 if candidate.seq not in pending
             )
-            snip = plan_snip(candidates, view.estimate.total - view.budget.handoff_at)
+            snip = plan_snip(candidates, view.pressure - view.budget.handoff_at)
             if snip is not None:
                 plans.append(snip)
                 pending.update((c.seq, c.tokens_saved) for c in candidates if c.seq in snip.seqs)
@@ -314,7 +314,7 @@ class Session:
                         continue
                     yield TurnFailed(
                         self.id,
-                        f"{failure.message}; compaction could not make room ({result.reason})",
+                        f"{view.too_large()}: compaction could not make room ({result.reason})",
                         str(failure.kind),
                     )
                     return None
@@ -328,7 +328,10 @@ class Session:
                 # Whatever already streamed was seen by the user: keep it in history.
                 self._append_reply("".join(progress.text), "", (), "error", None, view)
                 message = failure.message
-                if failure.kind is FailureKind.INPUT_OVERFLOW and progress.output_started:
+                if failure.kind is FailureKind.INPUT_OVERFLOW and not progress.output_started:
+                    # Nothing more could shrink and the provider is the final judge: say what is too large.
+                    message = f"{view.too_large()} ({failure.message})"
+                elif failure.kind is FailureKind.INPUT_OVERFLOW and progress.output_started:
                     # K-6: past the output boundary a replay could duplicate what was delivered.
                     message = (
                         f"{failure.message}; the reply had already started, so nothing was retried "

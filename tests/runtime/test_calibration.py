@@ -131,6 +131,7 @@ def test_summary_replies_calibrate_a_route_whose_streams_carry_no_usage(
         summary_route = rt.route_for("openai/summary")
         reason = rt.context(session.id, summary_route).estimate.reason
         assert "calibrated on 1 request" in reason, reason
-        (diagnostic,) = [d.payload for d in rt.inspect(session.id).diagnostics]
-        (sample,) = diagnostic["calibration"]
+        # A summary that would not shrink this short history is followed by the fallback's smaller
+        # checkpoint (two diagnostics): the reply's sample is recorded once all the same.
+        (sample,) = [s for d in rt.inspect(session.id).diagnostics for s in d.payload.get("calibration", ())]
         assert sample["route_id"] == summary_route.id and sample["input_tokens"] > 0

@@ -1,11 +1,14 @@
-"""Provides checkpoint acceptance: the six conditions a candidate must meet before it is committed
-(SPEC C-12), measured against the projection the model would see now, and the effect gates a
-model-made replacement must pass (K-9).
+"""Provides checkpoint acceptance: the conditions a candidate must meet before it is committed
+(SPEC C-12), measured against the projection the model would see now, the fit check that goes with
+them (C-12 extended: a smaller projection that is still over the compaction line is not the end
+state), and the effect gates a model-made replacement must pass (K-9), whose refusal names the part
+that is too large.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 
 from foya_tui.runtime.compaction.summary import summary_problems
 from foya_tui.runtime.tokens import TOKENS_PER_MESSAGE, TokenCounter, message_text
@@ -58,6 +61,22 @@ def acceptance_problems(
     return problems
 
 
+OVER_THE_LINE = "smaller, but still over the compaction line"
+"""How a fit problem starts: the pipeline goes on after it (SPEC C-12 extended, T-4, K-10)."""
+
+
+def fit_problem(*, estimate: int, compaction_line: int, input_budget: int) -> str | None:
+    """Why a smaller candidate's projection is not the end state, or None when it fits: it must be
+    at or under the compaction line (after the elastic step shrank the working set, SPEC T-4)."""
+    if estimate <= compaction_line:
+        return None
+    where = "over the input budget" if estimate > input_budget else "under the input budget"
+    return (
+        f"{OVER_THE_LINE}: the next request would be ~{estimate:,} tokens against a line of "
+        f"{compaction_line:,} ({where} of {input_budget:,})"
+    )
+
+
 LARGE_SOURCE_TOKENS = 2_048
 """From this size on a history counts as large: its replacement must really shrink it (K-9)."""
 GATE_SOURCE_SHARE = 0.8
@@ -77,14 +96,39 @@ def replacement_tokens(checkpoint: Checkpoint, counter: TokenCounter) -> int:
     return head + sum(TOKENS_PER_MESSAGE + counter.count(message_text(m)) for m in checkpoint.kept_messages)
 
 
-def effect_gate_problems(*, replacement: int, source: int, window: int) -> list[str]:
+def replacement_parts(
+    checkpoint: Checkpoint, earlier: Checkpoint | None, counter: TokenCounter
+) -> dict[str, int]:
+    """The parts of a checkpoint's replacement by name, in tokens: the summary carried over from
+    the checkpoint it extends, the newly written summary, the evidence ledger and the messages it
+    keeps verbatim — so a refused gate can say which one is too large (SPEC K-9)."""
+    carried = {segment.text for segment in earlier.segments} if earlier is not None else set()
+    parts = {"the carried-over summary": 0, "the new summary": 0}
+    for segment in checkpoint.segments:
+        key = "the carried-over summary" if segment.text in carried else "the new summary"
+        parts[key] += counter.count(segment.text)
+    parts["the evidence ledger"] = counter.count(checkpoint.ledger.render())
+    parts["the messages kept verbatim"] = sum(
+        TOKENS_PER_MESSAGE + counter.count(message_text(m)) for m in checkpoint.kept_messages
+    )
+    return parts
+
+
+def effect_gate_problems(
+    *, replacement: int, source: int, window: int, parts: Mapping[str, int] | None = None
+) -> list[str]:
     """SPEC K-9: a large history's replacement is at most 80% of its source; every replacement is
-    at most half the window and at most 50,000 tokens. Not enough reduction is a failure."""
+    at most half the window and at most 50,000 tokens. Not enough reduction is a failure; `parts`
+    (from `replacement_parts`) lets the reason name the largest part of the replacement."""
     problems = []
     if source >= LARGE_SOURCE_TOKENS and replacement > source * GATE_SOURCE_SHARE:
+        largest = ""
+        if parts:
+            name, tokens = max(parts.items(), key=lambda item: item[1])
+            largest = f"; {name} is the largest part ({tokens:,} tokens)"
         problems.append(
             f"not enough reduction: {replacement:,} tokens replace {source:,} (more than "
-            f"{GATE_SOURCE_SHARE:.0%}, K-9)"
+            f"{GATE_SOURCE_SHARE:.0%}, K-9){largest}"
         )
     if replacement > window * GATE_WINDOW_SHARE:
         problems.append(

@@ -150,6 +150,9 @@ class Attempt:
     """Requests spent on the paths tried before this one (native, another summary route)."""
     earlier_calibration: list[tuple[str, int, int]] = field(default_factory=list)
     """The calibration samples of those paths' summary replies (see RequestBudget.calibration)."""
+    calibration_recorded: int = 0
+    """How many of the samples a diagnostic already carries: a later path's diagnostic (the
+    fallback after a refused summary) must not record them again, or a route calibrates twice."""
 
     def restart(self, producer: Producer, summary_route: Route | None = None) -> None:
         """Begin the next path (native, text on a route, fallback) of the same compaction."""
@@ -182,6 +185,8 @@ class Attempt:
     ) -> Diagnostic:
         plan = self.plan
         asked = self.summary_route or self.route
+        samples = (*self.earlier_calibration, *self.requests.calibration)
+        unrecorded, self.calibration_recorded = samples[self.calibration_recorded :], len(samples)
         return Diagnostic(
             trigger=self.trigger,
             phase=str(plan.phase) if plan is not None else self.phase,
@@ -202,7 +207,7 @@ class Attempt:
             producer=self.producer,
             workspace=self.workspace,
             summariser_failed=summariser_failed,
-            calibration=(*self.earlier_calibration, *self.requests.calibration),
+            calibration=unrecorded,
         )
 
     def result(

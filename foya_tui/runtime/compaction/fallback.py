@@ -173,8 +173,13 @@ def fallback_summary(
     )
     anchor_kept: list[dict[str, Any]] = []
     if anchor_unit is not None and active_task is not None:
-        anchor_kept = [_kept_form(active_task, None)]
-        used += TOKENS_PER_MESSAGE + counter.count(message_text(anchor_kept[0]))
+        anchor_form = _kept_form(active_task, None)
+        anchor_tokens = TOKENS_PER_MESSAGE + counter.count(message_text(anchor_form))
+        # An anchor larger than half of this budget is not kept here: the compiler re-inserts it,
+        # cut when it alone is over half of the input budget (SPEC T-4), and the rest still fits.
+        if anchor_tokens <= budget_tokens // 2:
+            anchor_kept = [anchor_form]
+            used += anchor_tokens
     # The newest units first, whole; the one at the boundary may be capped; then stop.
     kept: list[list[dict[str, Any]]] = []
     index = len(units) - 1

@@ -20,14 +20,17 @@ makes the checkpoint without a model.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from foya_tui.runtime.compaction.acceptance import (
     GATE_MAX_TOKENS,
     GATE_WINDOW_SHARE,
+    OVER_THE_LINE,
     acceptance_problems,
     effect_gate_problems,
+    fit_problem,
+    replacement_parts,
     replacement_tokens,
 )
 from foya_tui.runtime.compaction.attempt import (
@@ -94,7 +97,7 @@ from foya_tui.runtime.view.checkpoint import (
     Segment,
     check_structure,
 )
-from foya_tui.runtime.view.history import valid_events
+from foya_tui.runtime.view.history import LogEntry, valid_events
 from foya_tui.runtime.view.ledger import Ledger, extract_ledger, ledger_budget_chars
 from foya_tui.runtime.view.snapshot import HistorySnapshot
 from foya_tui.settings import CompactionSettings
@@ -127,13 +130,36 @@ def _appends(base: Checkpoint | None, current: Checkpoint | None, plan: Plan) ->
     )
 
 
+FALLBACK_ROUNDS = 4
+"""Budgets the fallback tries, each tighter by what the last one left over the line (K-10)."""
+FALLBACK_MIN_TOKENS = 256
+
+
+@dataclass(frozen=True)
+class _Measured:
+    """A candidate with its sizes set, why it may not be committed, and how far its next request
+    would be over the compaction line (negative when under)."""
+
+    candidate: Checkpoint
+    problems: list[str]
+    over_line: int
+
+
+def _size_only(problem: str) -> bool:
+    """Whether a refusal is about size alone, which a smaller checkpoint can answer."""
+    return problem.startswith((OVER_THE_LINE, "not enough reduction", "it would not shrink"))
+
+
 class _PathFailed(Exception):
     """One model path (native, or text on one route) produced no acceptable candidate; its
     diagnostic is already recorded. The next path, or the fallback, takes over."""
 
-    def __init__(self, result: CompactionResult) -> None:
+    def __init__(self, result: CompactionResult, *, too_large: bool = False) -> None:
         super().__init__(result.reason)
         self.result = result
+        self.too_large = too_large
+        """Refused for its size alone (over the compaction line, or K-9's 80% gate): a smaller
+        checkpoint from the deterministic fallback may still help, a manual compaction too."""
 
 
 class CompactionService:
@@ -270,7 +296,12 @@ class CompactionService:
                 )
             except _PathFailed as failed:
                 failure = failed.result
-            if failure.outcome is Outcome.CANCELLED or not (automatic and self._settings.fallback):
+                # A candidate refused only for its size: the fallback offers a smaller one, for a
+                # manual compaction too, instead of a bare refusal (SPEC C-12 extended, K-9, K-10).
+                offered = failed.too_large
+            if failure.outcome is Outcome.CANCELLED or not (
+                (automatic or offered) and self._settings.fallback
+            ):
                 return failure
         attempt.restart(Producer.FALLBACK)
         attempt.plan = planned
@@ -308,7 +339,7 @@ class CompactionService:
     ) -> Proposal:
         """Native first where the route offers it, then text on each summary route. Raises
         _PathFailed with the last failure when none produced an acceptable candidate."""
-        failure: CompactionResult | None = None
+        failure: _PathFailed | None = None
         if self._native is not None and self._native.supports(route):
             native_plan = self._plan(snapshot, applicable, text_plan.phase)
             if not isinstance(native_plan, NothingToCompact):
@@ -319,8 +350,8 @@ class CompactionService:
                         snapshot, applicable, native_plan, route, before, cancel, attempt
                     )
                 except _PathFailed as failed:
-                    failure = failed.result
-                    if failure.outcome is Outcome.CANCELLED:
+                    failure = failed
+                    if failure.result.outcome is Outcome.CANCELLED:
                         raise
         for summary_route in self._summary_routes(route):
             attempt.restart(Producer.LLM, summary_route)
@@ -328,11 +359,11 @@ class CompactionService:
             try:
                 return self._text_path(snapshot, text_base, route, summary_route, before, cancel, attempt)
             except _PathFailed as failed:
-                failure = failed.result
-                if failure.outcome is Outcome.CANCELLED:
+                failure = failed
+                if failure.result.outcome is Outcome.CANCELLED:
                     raise
         assert failure is not None
-        raise _PathFailed(failure)
+        raise failure
 
     def _text_path(
         self,
@@ -402,40 +433,77 @@ class CompactionService:
         *,
         gates: bool,
     ) -> Proposal:
-        """K-9's effect gates (for a model's result) and C-12's acceptance, measured on `route`."""
-        attempt.report(Stage.VALIDATING)
-        current = snapshot.current
-        candidate = replace(candidate, tokens_before=attempt.tokens_before)
-        after = self._compiler.compile(snapshot.session_id, route, candidate=candidate).layers.total
-        candidate = replace(candidate, tokens_after=after).with_id()
-        problems = acceptance_problems(
-            candidate,
-            current_checkpoint_id=current.id if current is not None else None,
-            source_digest_now=source,
-            projection_before=attempt.tokens_before,
-            projection_after=after,
-        )
-        if gates and not problems:
-            replacement = replacement_tokens(candidate, counter_for_model(route.model))
-            problems = effect_gate_problems(
-                replacement=replacement,
-                source=attempt.tokens_before - after + replacement,
-                window=before.budget.window or before.budget.input_budget,
-            )
-        if problems:
-            stale = any("lineage is stale" in problem for problem in problems)
+        """K-9's effect gates (for a model's result), C-12's acceptance and the fit, measured on
+        `route`. A refusal is recorded (stage and reason) before the pipeline goes on."""
+        measured = self._measure(snapshot, candidate, route, before, source, attempt, gates=gates)
+        if measured.problems:
+            stale = any("lineage is stale" in problem for problem in measured.problems)
+            too_large = all(_size_only(problem) for problem in measured.problems)
             raise _PathFailed(
                 self._end(
                     attempt,
                     Outcome.REJECTED,
-                    "; ".join(problems),
+                    "; ".join(measured.problems),
                     deterministic=True,
-                    tokens_after=after,
-                    summariser_failed=gates and not stale,
-                )
+                    tokens_after=measured.candidate.tokens_after,
+                    # Over the line is no fault of the summary: the working set may be what is large.
+                    summariser_failed=gates
+                    and not stale
+                    and not all(problem.startswith(OVER_THE_LINE) for problem in measured.problems),
+                ),
+                too_large=too_large,
             )
+        return self._proposal(snapshot, measured.candidate, attempt)
+
+    def _proposal(self, snapshot: HistorySnapshot, candidate: Checkpoint, attempt: Attempt) -> Proposal:
         control = snapshot.checkpoints.control_seq if snapshot.checkpoints is not None else 0
         return Proposal(candidate, control, attempt)
+
+    def _measure(
+        self,
+        snapshot: HistorySnapshot,
+        candidate: Checkpoint,
+        route: Route,
+        before: RequestView,
+        source: str,
+        attempt: Attempt,
+        *,
+        gates: bool,
+        require_fit: bool = True,
+    ) -> _Measured:
+        """The candidate with its sizes, and why it may not be committed (empty when it may).
+
+        Smaller is judged on both projections before the elastic step (which makes any request
+        fill the room it has, SPEC T-4); the fit on the request as it would be sent (C-12)."""
+        attempt.report(Stage.VALIDATING)
+        current = snapshot.current
+        candidate = replace(candidate, tokens_before=attempt.tokens_before)
+        view = self._compiler.compile(snapshot.session_id, route, candidate=candidate)
+        candidate = replace(candidate, tokens_after=view.layers.total).with_id()
+        problems = acceptance_problems(
+            candidate,
+            current_checkpoint_id=current.id if current is not None else None,
+            source_digest_now=source,
+            projection_before=before.unshrunk_tokens,
+            projection_after=view.unshrunk_tokens,
+        )
+        if gates and not problems:
+            counter = counter_for_model(route.model)
+            replacement = replacement_tokens(candidate, counter)
+            problems = effect_gate_problems(
+                replacement=replacement,
+                source=before.unshrunk_tokens - view.unshrunk_tokens + replacement,
+                window=before.budget.window or before.budget.input_budget,
+                parts=replacement_parts(candidate, snapshot.current, counter),
+            )
+        if require_fit and not problems:
+            fit = fit_problem(
+                estimate=view.estimate.total,
+                compaction_line=view.budget.high_water,
+                input_budget=view.budget.input_budget,
+            )
+            problems = [fit] if fit is not None else []
+        return _Measured(candidate, problems, view.estimate.total - view.budget.high_water)
 
     def _fail(self, attempt: Attempt, reason: str, *, deterministic: bool) -> CompactionResult:
         """A model path failed: recorded, and counted toward the circuit breaker (K-11)."""
@@ -769,6 +837,52 @@ class CompactionService:
             if snapshot.anchor_index is not None and snapshot.anchor_index < len(snapshot.entries)
             else None
         )
+        attempt.note = why
+        smallest: _Measured | None = None
+        for _ in range(FALLBACK_ROUNDS):
+            try:
+                candidate = self._fallback_candidate(
+                    snapshot, base, plan, route, source, ledger, anchor, absorbed, why, append, budget_tokens
+                )
+            except CheckpointError as exc:
+                return self._end(attempt, Outcome.FAILED, f"the fallback made an invalid checkpoint: {exc}")
+            measured = self._measure(snapshot, candidate, route, before, source, attempt, gates=False)
+            if not measured.problems:
+                return self._proposal(snapshot, measured.candidate, attempt)
+            if not all(problem.startswith(OVER_THE_LINE) for problem in measured.problems):
+                break
+            # SPEC K-10, C-12 extended: smaller but over the line: a tighter budget, by what is over.
+            smallest = measured
+            tighter = max(FALLBACK_MIN_TOKENS, budget_tokens - int(measured.over_line * 1.05) - 16)
+            if tighter >= budget_tokens:
+                break
+            budget_tokens = tighter
+        if smallest is not None:
+            # Nothing more can shrink: the smallest fallback still replaces more than it adds, and the
+            # provider is the final judge of what fits (SPEC C-1, 001).
+            attempt.note = f"{why}; even the smallest checkpoint leaves the request over the compaction line"
+            return self._proposal(snapshot, smallest.candidate, attempt)
+        try:
+            return self._accept(snapshot, candidate, route, before, source, attempt, gates=False)
+        except _PathFailed as failed:
+            return failed.result
+
+    def _fallback_candidate(
+        self,
+        snapshot: HistorySnapshot,
+        base: Checkpoint | None,
+        plan: Plan,
+        route: Route,
+        source: str,
+        ledger: Ledger,
+        anchor: LogEntry | None,
+        absorbed: str,
+        why: str,
+        append: bool,
+        budget_tokens: int,
+    ) -> Checkpoint:
+        """One deterministic checkpoint for `plan` within `budget_tokens` (raises CheckpointError)."""
+        counter = counter_for_model(route.model)
         made = fallback_summary(
             snapshot.entries,
             plan,
@@ -806,14 +920,8 @@ class CompactionService:
             segments=tuple(segments),
             kept=made.kept_messages,
         )
-        attempt.note = why
-        try:
-            check_structure(candidate)
-            return self._accept(snapshot, candidate, route, before, source, attempt, gates=False)
-        except CheckpointError as exc:
-            return self._end(attempt, Outcome.FAILED, f"the fallback made an invalid checkpoint: {exc}")
-        except _PathFailed as failed:
-            return failed.result
+        check_structure(candidate)
+        return candidate
 
     def _checkpoint(
         self,

@@ -20,17 +20,30 @@ from pathlib import Path
 from typing import Any
 
 from foya_tui.runtime.context.budget import Budget, compute_budget
-from foya_tui.runtime.context.index import SessionIndex
+from foya_tui.runtime.context.index import SessionIndex, TokenColumn, VisibleColumn
 from foya_tui.runtime.context.report import LayerTokens
 from foya_tui.runtime.context.request import MessageSequence, RequestView
 from foya_tui.runtime.context.sources import load_sources
-from foya_tui.runtime.context.tool_results import shortened_count
+from foya_tui.runtime.context.tool_results import (
+    FLOOR_HEAD_CHARS,
+    FLOOR_TAIL_CHARS,
+    NOTE_TOKENS,
+    OVERSIZED_MESSAGE_SHARE,
+    OVERSIZED_MESSAGE_TARGET,
+    ElasticShare,
+    chars_for,
+    elastic_targets,
+    shortened_count,
+    split_chars,
+)
 from foya_tui.runtime.context.tracker import (
     NO_CALIBRATION,
+    Estimate,
     calibration,
     estimate_request,
     latest_baseline,
 )
+from foya_tui.runtime.digests import digest_of
 from foya_tui.runtime.model import AttachmentRef, Message, Role
 from foya_tui.runtime.providers.catalog import ModelInfo, model_info
 from foya_tui.runtime.providers.routes import Route
@@ -75,6 +88,11 @@ def _active_content(entries: Sequence[LogEntry], anchor: int | None) -> str:
             break
     return "\n".join(reversed(texts))
 
+
+ELASTIC_AIM = 0.98
+"""The elastic step aims at this share of the compaction line (SPEC T-4): an estimate is calibrated
+from real usage, the local counts it resizes by are not, so it aims a little under."""
+ELASTIC_PASSES = 2
 
 MAX_OPEN_SESSIONS = 4
 """Per-session compiler indexes kept at once; a TUI works in one session, a few when switching."""
@@ -421,10 +439,25 @@ class ContextCompiler:
                 (index >= start and not view.is_snipped(index)) or (reinsert_anchor and index == anchor)
             ),
         )
+        # A non-tool message that alone takes more than half of the input budget is shown cut
+        # around a pointer to history_read (SPEC T-4); its event is never changed (H-2).
+        long_forms = _long_message_forms(
+            state, column, start, anchor if reinsert_anchor else None, budget.input_budget
+        )
         anchor_tokens = 0
+        reinsert_long = False
         if reinsert_anchor:
-            head.append(images.get(anchor) or entries[anchor].openai)
-            anchor_tokens = message_tokens(entries[anchor].openai, counter) + image_deltas.pop(anchor, 0)
+            long_anchor = long_forms.pop(anchor, None)
+            if long_anchor is not None:
+                reinsert_long = True
+                head.append(long_anchor[0])
+                anchor_tokens = long_anchor[1]
+            else:
+                head.append(images.get(anchor) or entries[anchor].openai)
+                anchor_tokens = message_tokens(entries[anchor].openai, counter) + image_deltas.pop(anchor, 0)
+        form_deltas = dict(image_deltas)
+        for index, (_, tokens) in long_forms.items():
+            form_deltas[index] = tokens - column.tokens_of(index)
         working_from = max(anchor, start)
         tail_tokens = sum(message_tokens(entry.openai, counter) for entry in tail)
         pinned = message_tokens(system, counter) + TOKENS_PER_REPLY
@@ -434,9 +467,12 @@ class ContextCompiler:
         def tool_schemas(include_history_read: bool) -> tuple[Mapping[str, Any], ...]:
             if self._registry is None:
                 return ()
-            # Once a checkpoint summarises part of history, the model can search and read it all.
+            # Once a checkpoint summarises part of history, the model can search and read it all;
+            # a message shown cut points to history_read for the rest (SPEC T-4).
             schemas = self._registry.visible_schemas(
-                activated, include_history_read=include_history_read, include_recall=checkpoint is not None
+                activated,
+                include_history_read=include_history_read,
+                include_recall=checkpoint is not None or bool(long_forms) or reinsert_long,
             )
             return tuple(schemas)
 
@@ -448,7 +484,7 @@ class ContextCompiler:
             + view.prefix(count)
             - view.prefix(start)
             + tail_tokens
-            + sum(image_deltas.values())
+            + sum(form_deltas.values())
             + _tool_tokens(tool_schemas(False), counter)
         )
         first_large = bisect.bisect_left(view.large_indexes, start)
@@ -456,33 +492,44 @@ class ContextCompiler:
         # A shortened or a snipped result points to the reader, so the model is given it (X-9).
         tools = tool_schemas(shorten > 0 or bool(snipped_seqs))
 
+        elastic: dict[int, tuple[Mapping[str, Any], int]] = {}
+        """The elastic step's forms (SPEC T-4) by entry index, with their token change."""
+
         def delta_between(first: int, last: int) -> int:
             """Tokens this request adds (images) or saves (shortening) among entries first..last-1."""
-            image = sum(delta for index, delta in image_deltas.items() if first <= index < last)
-            return image - view.saved_between(first, last, shorten)
+            changed = sum(delta for index, delta in form_deltas.items() if first <= index < last)
+            changed += sum(delta for index, (_, delta) in elastic.items() if first <= index < last)
+            return changed - view.saved_between(first, last, shorten)
 
         def replaced(index: int) -> Mapping[str, Any] | None:
+            if index in elastic:
+                return elastic[index][0]
             if view.is_snipped(index):
                 return column.placeholder(index, entries[index], state.tool_name)[0]
             position = bisect.bisect_left(view.large_indexes, index)
             if position < shorten and view.large_indexes[position] == index:
                 return column.shortened[index]
+            if index in long_forms:
+                return long_forms[index][0]
             return images.get(index)
 
-        layers = LayerTokens(
-            pinned=pinned,
-            history=covered_tokens
-            + view.prefix(working_from)
-            - view.prefix(start)
-            + delta_between(start, working_from),
-            working_set=anchor_tokens
-            + view.prefix(count)
-            - view.prefix(working_from)
-            + tail_tokens
-            + delta_between(working_from, count),
-            tool_schema=_tool_tokens(tools, counter),
-            native_state=native_tokens,
-        )
+        def layer_tokens() -> LayerTokens:
+            return LayerTokens(
+                pinned=pinned,
+                history=covered_tokens
+                + view.prefix(working_from)
+                - view.prefix(start)
+                + delta_between(start, working_from),
+                working_set=anchor_tokens
+                + view.prefix(count)
+                - view.prefix(working_from)
+                + tail_tokens
+                + delta_between(working_from, count),
+                tool_schema=_tool_tokens(tools, counter),
+                native_state=native_tokens,
+            )
+
+        layers = layer_tokens()
         snip_saved = 0
         if snipped_seqs:
             # Against the request without any snip: each placeholder replaces the full result, or
@@ -494,37 +541,101 @@ class ContextCompiler:
             )
             snip_saved = removed - view.snipped_large_savings(base_first, base_shorten)
         shortened_seqs = tuple(view.large_seqs[first_large:shorten])
-        # The large results only ever grow between rewinds (which change the revision themselves),
-        # so with the snipped set, how many are shortened and the last of them identify the set.
-        revision = state.revision(
-            checkpoint.id if checkpoint is not None else None,
-            (shorten, shortened_seqs[-1] if shortened_seqs else 0),
-            view.key,
-        )
-        estimate = estimate_request(
-            baseline=baseline,
-            revision=revision,
-            fixed_tokens=layers.fixed,
-            local_total=layers.total,
-            entry_seqs=state.seqs,
-            entry_roles=state.roles,
-            # A model's own tokenizer needs no calibration: only char-weight estimates learn.
-            calibration=(
-                NO_CALIBRATION if counter.exact else calibration(state.calibration_samples.get(route.id, ()))
-            ),
-            tokens_from=lambda index: (
-                view.prefix(count)
-                - view.prefix(min(max(index, start), count))
-                + tail_tokens
-                + delta_between(max(index, start), count)
-            ),
-        )
+        elastic_key = ""
+
+        def estimated(layers: LayerTokens) -> tuple[str, Estimate]:
+            # The large results only ever grow between rewinds (which change the revision
+            # themselves), so with the snipped set, how many are shortened and the last of them
+            # identify the set; the elastic sizes, when any, take part too.
+            revision = state.revision(
+                checkpoint.id if checkpoint is not None else None,
+                (shorten, shortened_seqs[-1] if shortened_seqs else 0),
+                view.key,
+                elastic_key,
+            )
+            return revision, estimate_request(
+                baseline=baseline,
+                revision=revision,
+                fixed_tokens=layers.fixed,
+                local_total=layers.total,
+                entry_seqs=state.seqs,
+                entry_roles=state.roles,
+                # A model's own tokenizer needs no calibration: only char-weight estimates learn.
+                calibration=(
+                    NO_CALIBRATION
+                    if counter.exact
+                    else calibration(state.calibration_samples.get(route.id, ()))
+                ),
+                tokens_from=lambda index: (
+                    view.prefix(count)
+                    - view.prefix(min(max(index, start), count))
+                    + tail_tokens
+                    + delta_between(max(index, start), count)
+                ),
+            )
+
+        revision, estimate = estimated(layers)
+        # What snip and history compaction are judged by: the request before the elastic step.
+        pressure, unshrunk = estimate.total, layers.total
+        fixed_seqs = shortened_seqs
+        overflow = 0
+        for _ in range(ELASTIC_PASSES):
+            if estimate.total <= budget.high_water:
+                break
+            # SPEC T-4: still over the compaction line with every earlier result in its fixed
+            # form: the working set's oversized results share the room that is left, aimed a
+            # little under the line (estimates are calibrated, local counts are not); a second
+            # pass takes off what the first one still left over.
+            scale = pressure / max(1, unshrunk)
+            aim = int(budget.high_water * ELASTIC_AIM)
+            if overflow == 0:
+                overflow = unshrunk - int(aim / scale)
+            else:
+                overflow += int((estimate.total - aim) / scale) + 1
+            elastic.clear()
+            forms, at_floor = _elastic_forms(
+                state, column, view, working_from, shorten, images, overflow=overflow
+            )
+            elastic.update(forms)
+            if not elastic:
+                break
+            elastic_key = digest_of(
+                sorted((entries[index].seq, delta) for index, (_, delta) in elastic.items())
+            )[:16]
+            cut = {
+                entries[index].seq
+                for index, (form, _) in elastic.items()
+                if form is not entries[index].openai
+            }
+            restored = {entries[index].seq for index in elastic} - cut
+            # Only the working set's part of the list changes: the earlier part is kept as it is,
+            # so this stays O(results in the working set) however many a long session holds.
+            split = (
+                bisect.bisect_left(fixed_seqs, entries[working_from].seq)
+                if working_from < count
+                else len(fixed_seqs)
+            )
+            changed = sorted(({*fixed_seqs[split:]} - restored) | cut)
+            shortened_seqs = fixed_seqs[:split] + tuple(changed)
+            tools = tool_schemas(bool(shortened_seqs) or bool(snipped_seqs))
+            layers = layer_tokens()
+            revision, estimate = estimated(layers)
+            if at_floor:
+                break  # every result is at its floor: no smaller form exists (001: the provider judges)
         notices = [f"{notice.source}: {notice.message}" for notice in sources.notices] + notices
         if info.window is None:
             notices.append(f"{route.model}: context window unknown; using the default budget (SPEC B-3)")
         if shortened_seqs:
             notices.append(
                 f"{len(shortened_seqs)} large tool result(s) shortened in the model's view (SPEC T-1)"
+            )
+        long_seqs = tuple(sorted(entries[index].seq for index in long_forms))
+        if reinsert_long:
+            long_seqs = (entries[anchor].seq, *long_seqs)
+        for seq in long_seqs:
+            notices.append(
+                f"message {seq} alone is more than half of the input budget: the model sees its start "
+                "and end and can read the rest with history_read"
             )
         if snipped_seqs:
             notices.append(
@@ -554,8 +665,12 @@ class ContextCompiler:
             counted_exactly=counter.exact,
             budget=budget,
             estimate=estimate,
-            verdict=budget.verdict(estimate.total),
+            verdict=budget.verdict(pressure),
+            pressure=pressure,
+            unshrunk_tokens=unshrunk,
             shortened_seqs=shortened_seqs,
+            shortened_messages=long_seqs,
+            anchor_tokens=column.tokens_of(anchor) if anchor < count else 0,
             notices=tuple(notices),
             handoff_epoch=epoch,
             handoff_status=state.handoffs.status(epoch),
@@ -563,6 +678,83 @@ class ContextCompiler:
             snip_saved_tokens=snip_saved,
             native_checkpoint=native,
         )
+
+
+def _long_message_forms(
+    state: SessionIndex, column: TokenColumn, start: int, reinserted: int | None, input_budget: int
+) -> dict[int, tuple[Mapping[str, Any], int]]:
+    """The non-tool messages of a request that alone take more than half of the input budget, cut
+    to a quarter of it around a pointer to history_read (SPEC T-4), by entry index, with their
+    tokens. Only messages above `oversized_tokens` are ever looked at, so this is O(log n)."""
+    limit = int(input_budget * OVERSIZED_MESSAGE_SHARE)
+    target = int(input_budget * OVERSIZED_MESSAGE_TARGET)
+    candidates = column.long_messages[bisect.bisect_left(column.long_messages, start) :]
+    if reinserted is not None:
+        candidates = [reinserted, *candidates]
+    forms = {}
+    for index in candidates:
+        tokens = column.tokens_of(index)
+        if tokens <= limit:
+            continue
+        entry = state.log.entries[index]
+        content = entry.openai.get("content")
+        chars = len(content) if isinstance(content, str) else 0
+        forms[index] = column.long_message_form(index, entry, chars_for(target, chars, tokens))
+    return forms
+
+
+def _elastic_forms(
+    state: SessionIndex,
+    column: TokenColumn,
+    view: VisibleColumn,
+    working_from: int,
+    shorten: int,
+    images: Mapping[int, Mapping[str, Any]],
+    *,
+    overflow: int,
+) -> tuple[dict[int, tuple[Mapping[str, Any], int]], bool]:
+    """SPEC T-4: the working set's oversized results resized so that together they take
+    `overflow` tokens less than now (when they can): each one's form, and its token change against
+    the form the fixed T-1 step gave it; and whether every one is at its floor (nothing smaller
+    exists). Costs O(results in the working set), never O(history)."""
+    entries = state.log.entries
+    first = bisect.bisect_left(view.large_indexes, working_from)
+    indexes = [index for index in view.large_indexes[first:] if index not in images]
+    if not indexes or overflow <= 0:
+        return {}, False
+    current = []
+    shares = []
+    for position, index in enumerate(indexes, start=first):
+        full = column.tokens_of(index)
+        fixed = column.shortened_tokens(index) if position < shorten else None
+        current.append(fixed if fixed is not None else full)
+        chars = len(entries[index].message.content or "")
+        floor = NOTE_TOKENS + (FLOOR_HEAD_CHARS + FLOOR_TAIL_CHARS) * full // max(1, chars)
+        shares.append(ElasticShare(full_tokens=full, floor_tokens=min(full, floor)))
+    room = sum(current) - overflow
+    targets = elastic_targets(shares, room)
+    forms: dict[int, tuple[Mapping[str, Any], int]] = {}
+    for attempt in range(2):
+        forms = {}
+        for index, share, target, now in zip(indexes, shares, targets, current, strict=True):
+            if target >= share.full_tokens:
+                forms[index] = (entries[index].openai, share.full_tokens - now)
+                continue
+            chars = len(entries[index].message.content or "")
+            head, tail = split_chars(chars_for(target, chars, share.full_tokens))
+            # Sizes move in steps of 50 characters, so the pipeline's compiles of one step share forms.
+            form, tokens = column.cut_form(index, entries[index], head - head % 50, tail - tail % 50)
+            forms[index] = (form, tokens - now)
+        used = sum(now + delta for now, (_, delta) in zip(current, forms.values(), strict=True))
+        if used <= room or attempt:
+            break
+        # Characters per token vary inside a result: one correction, scaled to what it came to.
+        targets = tuple(
+            max(share.floor_tokens, target * room // max(1, used))
+            for share, target in zip(shares, targets, strict=True)
+        )
+    at_floor = all(target <= share.floor_tokens for share, target in zip(shares, targets, strict=True))
+    return {index: form for index, form in forms.items() if form[1] != 0}, at_floor
 
 
 def _tool_tokens(tools: Sequence[Mapping[str, Any]], counter: TokenCounter) -> int:

@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from foya_tui.runtime.context.tool_results import shortened_text
+from foya_tui.runtime.context.tool_results import cut_message_text, cut_text, shortened_text
 from foya_tui.runtime.context.tracker import calibration_sample
 from foya_tui.runtime.digests import canonical_json, digest_of
 from foya_tui.runtime.model import Event, EventKind, Role
@@ -31,6 +31,9 @@ from foya_tui.runtime.view.projection import checkpoint_head
 from foya_tui.runtime.view.recovery import CheckpointReader, CheckpointState
 from foya_tui.runtime.view.snip import parse_snip, snipped_text
 from foya_tui.settings import ToolSettings
+
+CUT_FORMS_KEPT = 512
+"""Elastic forms kept per column: a few steps' worth of sizes for the results in the working set."""
 
 
 @dataclass
@@ -53,6 +56,12 @@ class TokenColumn:
     """The column as seen with the committed snips (rebuilt from the first change when they change)."""
     committed_version: int = -1
     """The session's snip version `committed` reflects."""
+    long_messages: list[int] = field(default_factory=list)
+    """Indexes of non-tool messages above `oversized_tokens`: the ones that may alone take more
+    than half of an input budget and then be shortened in the model's view (SPEC T-4)."""
+    cut_forms: dict[tuple[int, int], tuple[Mapping[str, Any], int]] = field(default_factory=dict)
+    """Elastic and oversized-message forms made so far, by (entry index, characters kept), with
+    their tokens: the pre-step pipeline compiles several times with the same sizes."""
 
     def extend(self, entries: Sequence[LogEntry]) -> None:
         for index in range(len(self.prefix) - 1, len(entries)):
@@ -68,6 +77,13 @@ class TokenColumn:
                 self.large_seqs.append(entry.seq)
                 self.shortened[index] = short
                 self.savings.append(self.savings[-1] + tokens - message_tokens(short, self.counter))
+            elif (
+                message.role is not Role.TOOL
+                and tokens > self.policy.oversized_tokens
+                and isinstance(entry.openai.get("content"), str)
+                and not message.attachments
+            ):
+                self.long_messages.append(index)
 
     def tokens_of(self, index: int) -> int:
         """Entry `index`'s tokens in full, from the prefix sums (never re-tokenized)."""
@@ -79,6 +95,51 @@ class TokenColumn:
         if position == len(self.large_indexes) or self.large_indexes[position] != index:
             return None
         return self.tokens_of(index) - (self.savings[position + 1] - self.savings[position])
+
+    def cut_form(
+        self, index: int, entry: LogEntry, head_chars: int, tail_chars: int
+    ) -> tuple[Mapping[str, Any], int]:
+        """A large tool result cut to `head_chars` + `tail_chars` (the elastic step, SPEC T-4),
+        with its tokens; made once per size."""
+        key = (index, head_chars * 1_000_003 + tail_chars)
+        made = self.cut_forms.get(key)
+        if made is None:
+            message = entry.message
+            text = cut_text(
+                message.content or "",
+                entry.seq,
+                message.tool_call_id or "",
+                self.tokens_of(index),
+                head_chars,
+                tail_chars,
+            )
+            form = {**entry.openai, "content": text}
+            made = self._keep(key, form)
+        return made
+
+    def long_message_form(
+        self, index: int, entry: LogEntry, keep_chars: int
+    ) -> tuple[Mapping[str, Any], int]:
+        """A non-tool message too large to fit, cut to about `keep_chars` (SPEC T-4), with its tokens."""
+        key = (index, -keep_chars)
+        made = self.cut_forms.get(key)
+        if made is None:
+            content = entry.openai.get("content")
+            text = cut_message_text(
+                content if isinstance(content, str) else "",
+                entry.seq,
+                str(entry.message.role),
+                self.tokens_of(index),
+                keep_chars,
+            )
+            made = self._keep(key, {**entry.openai, "content": text})
+        return made
+
+    def _keep(self, key: tuple[int, int], form: Mapping[str, Any]) -> tuple[Mapping[str, Any], int]:
+        if len(self.cut_forms) >= CUT_FORMS_KEPT:
+            self.cut_forms.clear()  # sizes move with the budget: old ones are rarely asked again
+        made = self.cut_forms[key] = (form, message_tokens(form, self.counter))
+        return made
 
     def placeholder(
         self, index: int, entry: LogEntry, name: Callable[[int], str]
@@ -460,6 +521,7 @@ class SessionIndex:
         checkpoint_id: str | None,
         shortened: tuple[int, int] = (0, 0),
         snipped: str = "",
+        elastic: str = "",
     ) -> str:
         """The projection's shape: a measured baseline only describes a request of equal revision.
         Snips and suppressed handoff epochs take part only when there are any, so a session without
@@ -471,6 +533,8 @@ class SessionIndex:
         }
         if snipped:
             shape["snipped"] = snipped
+        if elastic:
+            shape["elastic"] = elastic
         suppressed = self.handoffs.suppressed()
         if suppressed:
             shape["suppressed_handoffs"] = list(suppressed)

@@ -161,6 +161,8 @@ class ContextReport:
     handoff: HandoffSummary
     native: NativeSummary | None
     notices: tuple[str, ...]
+    shortened_messages: tuple[int, ...] = ()
+    """Seqs of messages the model sees cut because each alone is over half the input budget."""
 
 
 __all__ = [

@@ -59,8 +59,18 @@ class RequestView:
     budget: Budget
     estimate: Estimate
     verdict: Verdict
+    """Judged on `pressure`: what snip and history compaction could still relieve (SPEC K-2)."""
+    pressure: int = 0
+    """The estimate before the elastic step (SPEC T-4): the working set's results in their fixed
+    form. The request itself (`estimate`) is at or under the compaction line whenever it can be."""
+    unshrunk_tokens: int = 0
+    """The local count of that same form: acceptance compares candidates by it (SPEC C-12)."""
     shortened_seqs: tuple[int, ...] = ()
-    """Tool results shown shortened in this request (SPEC T-1)."""
+    """Tool results shown shortened in this request (SPEC T-1, T-4)."""
+    shortened_messages: tuple[int, ...] = ()
+    """Seqs of non-tool messages shown cut because each alone is over half the input budget (T-4)."""
+    anchor_tokens: int = 0
+    """The latest user message's own tokens, in full (what an overflow message names, C-12)."""
     notices: tuple[str, ...] = ()
     handoff_epoch: str = NO_EPOCH
     """The compaction epoch (the current checkpoint) a handoff written now would belong to (SPEC K-1)."""
@@ -104,6 +114,24 @@ class RequestView:
             native_state=self.native_state,
         )
 
+    def too_large(self) -> str:
+        """One line on what makes this request too large for the model, for a turn the provider
+        refused although nothing more could shrink (SPEC C-12 extended, 001)."""
+        budget = f"the model's input budget is {self.budget.input_budget:,}"
+        if self.anchor_tokens > self.budget.input_budget:
+            return f"your message alone is {self.anchor_tokens:,} tokens; {budget}"
+        fixed = self.layers.pinned + self.layers.tool_schema
+        if fixed > self.budget.input_budget // 2:
+            return f"the instructions and tool definitions alone are {fixed:,} tokens; {budget}"
+        parts = {
+            "the conversation before your latest message": self.layers.history,
+            "your latest message and the work since": self.layers.working_set,
+            "the instructions and tool definitions": fixed,
+            "the provider's saved state": self.layers.native_state,
+        }
+        name, tokens = max(parts.items(), key=lambda item: item[1])
+        return f"the request is ~{self.estimate.total:,} tokens, {name} {tokens:,} of them; {budget}"
+
     def report(self) -> ContextReport:
         """What this request says about itself to the faces (typed; the CLI makes it JSON)."""
         native = self.native_checkpoint
@@ -135,6 +163,7 @@ class RequestView:
             messages=len(self.messages),
             tools=tuple(tool["function"]["name"] for tool in self.tools if "function" in tool),
             shortened_seqs=self.shortened_seqs,
+            shortened_messages=self.shortened_messages,
             snipped=SnipSummary(len(self.snipped_seqs), self.snip_saved_tokens),
             snapshot_known=self.snapshot_known,
             handoff=HandoffSummary(handoff_state(self.verdict), self.handoff_epoch, self.handoff_status),
