@@ -12,15 +12,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from foya_tui.runtime.model import Event, EventKind, NewEvent
+from foya_tui.runtime.store import chain
+from foya_tui.runtime.store.chain import MESSAGE_KINDS
 from foya_tui.runtime.store.db import Database
 from foya_tui.runtime.store.events import EventStore, decode_event
 
-MESSAGE_KINDS = (
-    str(EventKind.USER_MESSAGE),
-    str(EventKind.ASSISTANT_MESSAGE),
-    str(EventKind.TOOL_RESULT),
-    str(EventKind.IMPORTED_MESSAGE),
-)
 CONTROL_KINDS = (
     str(EventKind.COMPACTION_COMPLETED),
     str(EventKind.COMPACTION_UNDONE),
@@ -172,10 +168,18 @@ class CompactionStore:
         return [decode_event(session_id, *found) for found in cursor]
 
     def source_digest(self, session_id: str, through_seq: int) -> str:
-        """Digest of the valid message events 1..through_seq exactly as stored (SPEC C-5, P-2).
+        """Digest of the valid message events 1..through_seq exactly as stored (SPEC C-5, P-2): the
+        running digest stored with the newest valid event up to there (store/chain.py), so it costs
+        one indexed lookup (plus the session's rewinds) at any length of history."""
+        return chain.source_digest(self._sql, session_id, through_seq)
 
-        Stored rows are immutable, so hashing their text (not a re-encoding) is exact and cheap;
-        events a rewind invalidated are left out, so a rewind changes the digest.
+    def unchained_source_digest(self, session_id: str, through_seq: int) -> str:
+        """The source digest as checkpoints made before schema 6 computed it: one SHA-256 over the
+        valid message events' stored text (a pass over the prefix). Such a checkpoint's digest is
+        compared with this when it does not match the running one (`view/recovery.py`).
+
+        Stored rows are immutable, so hashing their text (not a re-encoding) is exact; events a
+        rewind invalidated are left out, so a rewind changes the digest.
         """
         cut = [
             (to_seq, rewind.seq)
