@@ -259,6 +259,10 @@ def test_a_new_checkpoint_is_checked_against_the_running_digest(database) -> Non
     event_reads = [sql for sql in statements if " FROM event " in sql]
     assert event_reads and all("'user_message'" not in sql and " kind " in sql for sql in event_reads)
     assert any("FROM event_digest" in sql for sql in statements)
+    # …and each read of events is a range of an index, never a walk of the session's whole log.
+    for sql in event_reads:
+        plan = " ".join(str(row[3]) for row in raw.execute(f"EXPLAIN QUERY PLAN {sql}"))
+        assert "event_by_kind" in plan or "seq=" in plan, (sql, plan)
 
 
 # -- persisted token counts (schema 7) -------------------------------------------------------------
