@@ -9,10 +9,11 @@ from __future__ import annotations
 import sys
 
 INDEX_PROGRESS_FROM = 10_000
-"""Databases with at least this many events say how indexing them for search goes."""
+"""Databases with at least this many events say how a migration (or an index rebuild) goes."""
 
 
 def index_progress(done: int, total: int) -> None:
-    """Progress of the migration that indexes an older database for search, on stderr."""
+    """Progress of a migration that walks an older database's events (the search index, running
+    digests, token counts) or of a search index rebuild, on stderr."""
     if total >= INDEX_PROGRESS_FROM and (done == total or done % max(5_000, total // 10) < 5_000):
-        print(f"foya: indexing history for search: {done:,} of {total:,} events", file=sys.stderr)
+        print(f"foya: updating the database for this version: {done:,} of {total:,} events", file=sys.stderr)

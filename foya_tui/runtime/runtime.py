@@ -29,6 +29,7 @@ from foya_tui.runtime.compaction.report import (
 from foya_tui.runtime.compaction.service import CompactionService
 from foya_tui.runtime.compaction.text import TextCompactor
 from foya_tui.runtime.context.compiler import ContextCompiler
+from foya_tui.runtime.context.index import wrong_token_counts
 from foya_tui.runtime.context.request import RequestView
 from foya_tui.runtime.fork import ForkedSession, fork_session
 from foya_tui.runtime.model import Event, EventKind, SessionInfo
@@ -430,7 +431,8 @@ class Runtime:
 
     def verify(self, id_or_prefix: str) -> VerifyReport:
         """Re-validate a session: events and checkpoints (SPEC P-2), and the store under them: the
-        search index, the immutability triggers, `last_seq`."""
+        search index, the immutability triggers, `last_seq`, the running digests recomputed from
+        the events' bytes, and the persisted token counts recounted."""
         info = self.store.find_session(id_or_prefix)
         report = verify_session(
             info.id,
@@ -440,14 +442,25 @@ class Runtime:
             self.settings.compaction.max_fingerprints,
         )
         store = check_store(self._database, info.id)
-        return replace(report, problems=(*report.problems, *store.problems))
+        counts = [
+            f"token counts ({key.partition('/')[0]}): {len(seqs):,} stored count(s) differ from a fresh "
+            f"count (first at seq {seqs[0]}); the meter and compaction read them"
+            for key, seqs in wrong_token_counts(self.store, info.id, self.settings.tools).items()
+        ]
+        return replace(report, problems=(*report.problems, *store.problems, *counts))
 
     def repair(self, id_or_prefix: str, progress: IndexProgress | None = None) -> tuple[str, ...]:
         """Repair the store's derived data and bookkeeping (never an event): rebuild a damaged
-        search index, recreate missing triggers, move a `last_seq` behind its events up. Returns
-        one sentence per action taken."""
+        search index, recreate missing triggers, move a `last_seq` behind its events up, rewrite
+        running digests from the events' bytes, delete wrong token counts. Returns one sentence per
+        action taken."""
         info = self.store.find_session(id_or_prefix)
-        return repair_store(self._database, check_store(self._database, info.id), progress)
+        done = repair_store(self._database, check_store(self._database, info.id), progress, info.id)
+        for key, seqs in wrong_token_counts(self.store, info.id, self.settings.tools).items():
+            self.store.drop_token_counts(info.id, key, seqs)
+            tokenizer = key.partition("/")[0]
+            done += (f"deleted {len(seqs):,} wrong token count(s) ({tokenizer}); they are counted again",)
+        return done
 
     def search(self, id_or_prefix: str, query: str, *, limit: int = 50) -> list[RecallHit]:
         """Events of a session's valid history matching `query`, newest first, each with the

@@ -9,7 +9,7 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 7
 """The schema this Foya writes; `store/tables.py` has one migration per version up to it."""
 
 

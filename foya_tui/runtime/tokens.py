@@ -470,3 +470,27 @@ def count_tools(tools: Iterable[Mapping[str, Any]], counter: TokenCounter | None
 def message_tokens(message: Mapping[str, Any], counter: TokenCounter) -> int:
     """One message's tokens in a request: its framing and its text."""
     return TOKENS_PER_MESSAGE + counter.count(message_text(message))
+
+
+COUNT_RULES_VERSION = 1
+"""Bumped when `message_tokens` changes how it counts: counts persisted under an older version are
+then not reused (`stored_count_key`)."""
+
+
+def stored_count_key(counter: TokenCounter) -> str:
+    """The name a message's persisted token count is stored under: the tokenizer (an encoding, or
+    the estimator and its weights) and the counting rules."""
+    return f"{counter.name}/{COUNT_RULES_VERSION}"
+
+
+def counter_for_stored_key(key: str) -> TokenCounter | None:
+    """The counter whose counts are stored under `key` (`stored_count_key`), to recount them (`foya
+    verify`); None for older counting rules or a tokenizer this process cannot load (custom
+    estimator weights, a missing encoding)."""
+    name, _, version = key.rpartition("/")
+    if version != str(COUNT_RULES_VERSION):
+        return None
+    if name == _ESTIMATOR.name:
+        return estimator_counter()
+    counter = counter_for_encoding(name)
+    return counter if counter.name == name else None

@@ -247,7 +247,7 @@ class ContextCompiler:
             state.checkpoint_state(self._checkpoints)
             fresh = current is not None and current.through_seq == state.last_seq and current.route == route
             view = current if fresh and current is not None else self._compile(state, route)
-            column = state.column(counter_for_model(route.model), self._settings.tools)
+            column = state.column(counter_for_model(route.model), self._settings.tools, self._store)
             visible = state.visible(column)
             start = bisect.bisect_right(state.seqs, view.checkpoint.through_seq) if view.checkpoint else 0
             shortened = frozenset(view.shortened_seqs)
@@ -399,7 +399,7 @@ class ContextCompiler:
         )
         system = Message(role=Role.SYSTEM, content=sources.text).to_openai()
         tail = state.log.tail()
-        column = state.column(counter, self._settings.tools)
+        column = state.column(counter, self._settings.tools, self._store)
         entries = state.log.entries
         count = len(entries)
         anchor = state.log.anchor_index if state.log.anchor_index is not None else count

@@ -22,7 +22,9 @@ from foya_tui.runtime.store import EventStore
 from foya_tui.runtime.tokens import (
     TOKENS_PER_MESSAGE,
     TokenCounter,
+    counter_for_stored_key,
     message_tokens,
+    stored_count_key,
 )
 from foya_tui.runtime.view.checkpoint import Checkpoint
 from foya_tui.runtime.view.handoff import EpochStatus, HandoffTracker
@@ -63,10 +65,28 @@ class TokenColumn:
     """Elastic and oversized-message forms made so far, by (entry index, characters kept), with
     their tokens: the pre-step pipeline compiles several times with the same sizes."""
 
-    def extend(self, entries: Sequence[LogEntry]) -> None:
+    own_seq: int = 0
+    """The newest seq whose event's own message this column counted (placeholders of unanswered
+    calls reuse an older seq; they are counted, never persisted: they are not the event's message)."""
+
+    def extend(
+        self, entries: Sequence[LogEntry], stored: Mapping[int, int] | None = None
+    ) -> list[tuple[int, int]]:
+        """Take in the entries added since; `stored` holds persisted counts by seq (never re-tokenized).
+        Returns the (seq, tokens) counts made here of events' own messages, for persisting."""
+        made: list[tuple[int, int]] = []
         for index in range(len(self.prefix) - 1, len(entries)):
             entry = entries[index]
-            tokens = message_tokens(entry.openai, self.counter)
+            own = entry.seq > self.own_seq
+            known = stored.get(entry.seq) if own and stored is not None else None
+            if known is not None:
+                tokens = known
+            else:
+                tokens = message_tokens(entry.openai, self.counter)
+                if own:
+                    made.append((entry.seq, tokens))
+            if own:
+                self.own_seq = entry.seq
             self.prefix.append(self.prefix[-1] + tokens)
             message = entry.message
             if message.role is Role.TOOL and tokens > self.policy.oversized_tokens and message.content:
@@ -84,6 +104,7 @@ class TokenColumn:
                 and not message.attachments
             ):
                 self.long_messages.append(index)
+        return made
 
     def tokens_of(self, index: int) -> int:
         """Entry `index`'s tokens in full, from the prefix sums (never re-tokenized)."""
@@ -540,11 +561,25 @@ class SessionIndex:
             shape["suppressed_handoffs"] = list(suppressed)
         return digest_of(shape)[:16]
 
-    def column(self, counter: TokenCounter, policy: ToolSettings) -> TokenColumn:
+    def column(
+        self, counter: TokenCounter, policy: ToolSettings, store: EventStore | None = None
+    ) -> TokenColumn:
+        """The column of `counter`, extended to the log. With `store`, counts persisted for the
+        session are used instead of tokenizing, and the counts made here are persisted (once per
+        event and tokenizer: a new process then never tokenizes this history again)."""
         column = self.columns.get(counter.name)
         if column is None:
             column = self.columns[counter.name] = TokenColumn(counter, policy)
-        column.extend(self.log.entries)
+        start = len(column.prefix) - 1
+        if start >= len(self.log.entries):
+            return column
+        if store is None or not self.session_id:
+            column.extend(self.log.entries)
+            return column
+        key = stored_count_key(counter)
+        stored = store.token_counts(self.session_id, key, after_seq=self.log.entries[start].seq - 1)
+        made = column.extend(self.log.entries, stored)
+        store.put_token_counts(self.session_id, key, made)
         return column
 
     def activated_since(self, anchor_seq: int | None) -> frozenset[str]:
@@ -558,3 +593,25 @@ class SessionIndex:
 _CHECKPOINT_EVENTS = frozenset(
     {EventKind.COMPACTION_COMPLETED, EventKind.COMPACTION_UNDONE, EventKind.REWIND}
 )
+
+
+def wrong_token_counts(store: EventStore, session_id: str, policy: ToolSettings) -> dict[str, list[int]]:
+    """Per tokenizer key, the seqs whose persisted count differs from a fresh count of the event's
+    message (`foya verify`; `--repair` deletes them, so the next compile counts them again). Counts
+    of tokenizers this process cannot load, and of events no longer in valid history, are skipped."""
+    keys = store.token_count_keys(session_id)
+    if not keys:
+        return {}
+    index = SessionIndex(session_id)
+    index.refresh(store)
+    wrong: dict[str, list[int]] = {}
+    for key in keys:
+        counter = counter_for_stored_key(key)
+        if counter is None:
+            continue
+        stored = store.token_counts(session_id, key)
+        fresh = TokenColumn(counter, policy).extend(index.log.entries)
+        bad = [seq for seq, tokens in fresh if seq in stored and stored[seq] != tokens]
+        if bad:
+            wrong[key] = bad
+    return wrong

@@ -7,16 +7,20 @@ query building would cost more than SQLite's own work (see `tests/bench/bench_st
 from __future__ import annotations
 
 import json
+import sqlite3
 import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+import peewee
+
 from foya_tui.errors import InputError
 from foya_tui.runtime.model import Event, EventKind, NewArtifact, NewEvent, SessionInfo
 from foya_tui.runtime.store.artifacts import insert_artifacts, read_artifact
-from foya_tui.runtime.store.db import Database
+from foya_tui.runtime.store.chain import append_chains
+from foya_tui.runtime.store.db import BUSY_TIMEOUT_MS, Database
 from foya_tui.runtime.store.search import BATCH_PAUSE_SECONDS, SearchHit, index_events_guarded, search
 
 Clock = Callable[[], datetime]
@@ -284,6 +288,9 @@ class EventStore:
         cursor.executemany(
             "INSERT INTO event (session_id, seq, kind, payload, created_at) VALUES (?, ?, ?, ?, ?)", rows
         )
+        # The running digests commit with their events (SPEC H-5): a prefix's source digest is then
+        # one lookup, never a pass over history (store/chain.py).
+        append_chains(self._sql, session_id, [(seq, kind, payload) for _, seq, kind, payload, _ in rows])
         if self._search_index:
             # One executemany inside our write transaction: the ids are consecutive, ending here.
             last_id = self._sql.execute_sql("SELECT last_insert_rowid()").fetchone()[0]
@@ -341,6 +348,53 @@ class EventStore:
     ) -> list[SearchHit]:
         """Valid events of a session matching `query` (raises SearchError), newest first."""
         return search(self._sql, session_id, query, from_seq=from_seq, through_seq=through_seq, limit=limit)
+
+    # -- persisted token counts (schema 7) -------------------------------------------------
+
+    def token_counts(self, session_id: str, counter: str, after_seq: int = 0) -> dict[int, int]:
+        """The persisted token counts of a session's message events under one tokenizer key
+        (`tokens.stored_count_key`), by seq, after `after_seq` (one range of the primary key)."""
+        cursor = self._sql.execute_sql(
+            "SELECT seq, tokens FROM event_tokens WHERE session_id = ? AND counter = ? AND seq > ?",
+            (session_id, counter, after_seq),
+        )
+        return {int(seq): int(tokens) for seq, tokens in cursor}
+
+    def put_token_counts(self, session_id: str, counter: str, counts: Sequence[tuple[int, int]]) -> bool:
+        """Persist (seq, tokens) counts made for the first time; False when they could not be written
+        now (a read-only database, or another process holding the write lock: a count is derived
+        data, so this never waits for the lock and never fails the caller)."""
+        if not counts or self._db.read_only:
+            return False
+        raw = self._sql.connection()
+        raw.execute("PRAGMA busy_timeout = 0")
+        try:
+            with self._sql.atomic():
+                self._sql.cursor().executemany(
+                    "INSERT OR IGNORE INTO event_tokens (session_id, counter, seq, tokens) "
+                    "VALUES (?, ?, ?, ?)",
+                    [(session_id, counter, seq, tokens) for seq, tokens in counts],
+                )
+        except (peewee.DatabaseError, sqlite3.DatabaseError):
+            return False
+        finally:
+            raw.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        return True
+
+    def token_count_keys(self, session_id: str) -> list[str]:
+        """The tokenizer keys a session has persisted counts under."""
+        cursor = self._sql.execute_sql(
+            "SELECT DISTINCT counter FROM event_tokens WHERE session_id = ? ORDER BY counter", (session_id,)
+        )
+        return [str(row[0]) for row in cursor]
+
+    def drop_token_counts(self, session_id: str, counter: str, seqs: Sequence[int]) -> None:
+        """Delete persisted counts (found wrong by `foya verify`): the next compile counts them again."""
+        with self._sql.atomic():
+            self._sql.cursor().executemany(
+                "DELETE FROM event_tokens WHERE session_id = ? AND counter = ? AND seq = ?",
+                [(session_id, counter, seq) for seq in seqs],
+            )
 
     def last_seq(self, session_id: str) -> int:
         row = self._sql.execute_sql("SELECT last_seq FROM session WHERE id = ?", (session_id,)).fetchone()

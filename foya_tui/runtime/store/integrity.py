@@ -1,9 +1,11 @@
 """Provides the store's own checks for `foya verify` and their repair for `foya verify --repair`:
 the search index (FTS5 integrity-check, its rows against history, the stale mark), the
-immutability triggers (SPEC H-2), and each session's `last_seq` against its events (SPEC H-5).
+immutability triggers (SPEC H-2), each session's `last_seq` against its events (SPEC H-5), and its
+running digests recomputed from the stored bytes (store/chain.py).
 
 Everything repaired here is derived or bookkeeping: the index is rebuilt from canonical history,
-triggers are recreated, a `last_seq` behind its events is moved up to them. No event is touched.
+triggers are recreated, a `last_seq` behind its events is moved up to them, running digests are
+rewritten from the events. No event is touched.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from dataclasses import dataclass
 
 import peewee
 
+from foya_tui.runtime.store.chain import check_chain, fill_chains
 from foya_tui.runtime.store.db import Database
 from foya_tui.runtime.store.search import (
     ProgressCallback,
@@ -34,6 +37,8 @@ class StoreCheck:
 
     problems: tuple[str, ...]
     index_damaged: bool
+    chain_damaged: bool = False
+    """Some running digest differs from the one recomputed from the events' bytes."""
 
 
 def _integrity_check(connection: sqlite3.Connection) -> str | None:
@@ -106,13 +111,30 @@ def check_store(database: Database, session_id: str) -> StoreCheck:
             f"last_seq is {row[0]} but the newest event is seq {row[1]}: "
             + ("the next write would collide with a stored event" if row[0] < row[1] else "seqs would skip")
         )
-    return StoreCheck(tuple(problems), index_damaged)
+    chain = check_chain(sql, session_id)
+    if not chain.ok:
+        parts = [
+            f"{count:,} {what}"
+            for count, what in (
+                (chain.wrong, "differ from the events' bytes"),
+                (chain.missing, "missing"),
+                (chain.stray, "without an event"),
+            )
+            if count
+        ]
+        where = f" (first at seq {chain.first_bad_seq})" if chain.first_bad_seq is not None else ""
+        problems.append(f"running digests: {', '.join(parts)}{where}; checkpoints are checked against them")
+    return StoreCheck(tuple(problems), index_damaged, chain_damaged=not chain.ok)
 
 
 def repair_store(
-    database: Database, check: StoreCheck, progress: ProgressCallback | None = None
+    database: Database,
+    check: StoreCheck,
+    progress: ProgressCallback | None = None,
+    session_id: str | None = None,
 ) -> tuple[str, ...]:
-    """Repair what `check` found; returns one sentence per action taken."""
+    """Repair what `check` found (running digests of `session_id`, the session checked); returns
+    one sentence per action taken."""
     sql = database.connection
     done: list[str] = []
     with sql.atomic():
@@ -125,6 +147,10 @@ def repair_store(
         ).rowcount
     if moved:
         done.append(f"moved last_seq up to the newest event in {moved} session(s)")
+    if check.chain_damaged and session_id is not None:
+        with sql.atomic():
+            rewritten = fill_chains(sql, session_id)
+        done.append(f"rewrote the running digests from the events' bytes ({rewritten:,} events)")
     if check.index_damaged:
         rows = rebuild_index(sql, progress)
         done.append(f"rebuilt the search index from history ({rows:,} rows)")

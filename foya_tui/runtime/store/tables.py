@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import peewee
 
 from foya_tui.runtime.schema import SCHEMA_VERSION as SCHEMA_VERSION  # re-exported: the store's version
+from foya_tui.runtime.store.chain import fill_chains
 from foya_tui.runtime.store.search import ProgressCallback, create_index, index_existing
 
 
@@ -182,6 +183,50 @@ def migrate_to_5(database: peewee.Database, tables: Tables, progress: ProgressCa
         database.execute_sql("ALTER TABLE session ADD COLUMN complete INTEGER NOT NULL DEFAULT 1")
 
 
+def migrate_to_6(database: peewee.Database, tables: Tables, progress: ProgressCallback | None) -> None:
+    """Schema 6: the running digest of every event (store/chain.py), filled from the events already
+    stored, session by session (`progress` hears events done, events in all).
+
+    A side table keyed by (session, seq), not a column of `event`: events stay immutable (SPEC H-2),
+    and a damaged digest row is derived data that `foya verify --repair` rewrites from the bytes."""
+    database.execute_sql(
+        "CREATE TABLE IF NOT EXISTS event_digest ("
+        " session_id TEXT NOT NULL REFERENCES session (id) ON DELETE RESTRICT,"
+        " seq INTEGER NOT NULL,"
+        " chain TEXT NOT NULL,"
+        " PRIMARY KEY (session_id, seq)"
+        ") WITHOUT ROWID"
+    )
+    total = int(database.execute_sql("SELECT COUNT(*) FROM event").fetchone()[0])
+    done = 0
+    for (session_id,) in database.execute_sql("SELECT id FROM session ORDER BY id").fetchall():
+
+        def report(written: int, before: int = done) -> None:
+            if progress is not None:
+                progress(min(before + written, total), total)
+
+        done += fill_chains(database, session_id, report)
+    if progress is not None:
+        progress(total, total)
+
+
+def migrate_to_7(database: peewee.Database, tables: Tables, progress: ProgressCallback | None) -> None:
+    """Schema 7: persisted token counts, per message event and tokenizer (`event_tokens`), so a
+    compile in a new process never tokenizes history again (context/index.py writes a count the
+    first time it makes one). A side table, so events stay immutable (SPEC H-2); keyed by
+    (session, tokenizer, seq), so a compile reads one tokenizer's counts after a seq as one range.
+    Existing databases fill it as their sessions are next compiled by a process that can write."""
+    database.execute_sql(
+        "CREATE TABLE IF NOT EXISTS event_tokens ("
+        " session_id TEXT NOT NULL REFERENCES session (id) ON DELETE RESTRICT,"
+        " counter TEXT NOT NULL,"
+        " seq INTEGER NOT NULL,"
+        " tokens INTEGER NOT NULL,"
+        " PRIMARY KEY (session_id, counter, seq)"
+        ") WITHOUT ROWID"
+    )
+
+
 # Forward-only migrations, in order. Each runs inside the transaction that bumps the version.
 Migration = Callable[[peewee.Database, Tables, ProgressCallback | None], None]
 """A schema step; `progress` is for the ones that walk existing events (the search index)."""
@@ -191,5 +236,7 @@ MIGRATIONS: tuple[tuple[int, Migration], ...] = (
     (3, migrate_to_3),
     (4, migrate_to_4),
     (5, migrate_to_5),
+    (6, migrate_to_6),
+    (7, migrate_to_7),
 )
 assert MIGRATIONS[-1][0] == SCHEMA_VERSION, "a migration per schema version, up to SCHEMA_VERSION"

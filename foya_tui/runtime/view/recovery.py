@@ -96,10 +96,16 @@ class CheckpointReader:
                 extends_through = parse_checkpoint(parent.body).through_seq if parent is not None else None
             except CheckpointError:
                 extends_through = None
+        source_digest = self._compaction.source_digest(session_id, checkpoint.through_seq)
+        if source_digest != checkpoint.source_digest:
+            # A checkpoint made before running digests (schema 6) holds the digest of one pass over
+            # the prefix: checked that way, it stays valid (a pass, paid only for such a checkpoint).
+            unchained = self._compaction.unchained_source_digest(session_id, checkpoint.through_seq)
+            source_digest = unchained if unchained == checkpoint.source_digest else source_digest
         return HistoryFacts(
             session_id=session_id,
             anchor_is_valid_user_message=anchor_ok,
-            source_digest=self._compaction.source_digest(session_id, checkpoint.through_seq),
+            source_digest=source_digest,
             last_seq=self._events.last_seq(session_id),
             first_seq=first_seq,
             extends_through=extends_through,
