@@ -366,8 +366,7 @@ def format_context(report: ContextReport) -> str:
         f"next request  {estimate.total:>10,}  {estimate.source}: {estimate.reason}",
         f"handoff at    {report.handoff_at:>10,}",
         f"compact at    {report.high_water:>10,}",
-        f"verdict       {report.verdict:>10}"
-        f"   ({report.messages} messages through seq {report.through_seq})",
+        f"verdict       {report.verdict:>10}   ({report.messages} messages through seq {report.through_seq})",
     ]
     checkpoint = report.checkpoint
     if checkpoint:

@@ -77,7 +77,9 @@ def run(parallel: int, steps: int, chars: int) -> dict[str, object]:
         "refused": refused,
         "compiles": calls["compile"],
         "per_call": calls["compile"] / max(1, model_calls),
-        "ended": "finished" if isinstance(last, TurnFinished) else f"failed: {last.kind}"
+        "ended": "finished"
+        if isinstance(last, TurnFinished)
+        else f"failed: {last.kind}"
         if isinstance(last, TurnFailed)
         else type(last).__name__,
     }

@@ -191,7 +191,7 @@ class HostileHandler(_Handler):
 
 class HostileOpenAIServer(FakeOpenAIServer):
     """The loopback server with the hostile scenarios; `echo` is what `echo-key` repeats, `command`
-what `shell` runs."""
+    what `shell` runs."""
 
     handler_class = HostileHandler
 

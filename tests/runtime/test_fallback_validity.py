@@ -176,9 +176,7 @@ def test_a_failed_manual_compaction_names_the_fallback_and_its_size(
     assert abs(made["tokens_after"] - after) <= after * 0.01
 
 
-def test_nothing_to_compact_without_a_checkpoint_does_not_mention_one(
-    tmp_path: Path, workdir: Path
-) -> None:
+def test_nothing_to_compact_without_a_checkpoint_does_not_mention_one(tmp_path: Path, workdir: Path) -> None:
     with Runtime(
         Settings(retry_backoff=0.0), make_paths(tmp_path), workdir=workdir, clock=lambda: FIXED_NOW
     ) as rt:

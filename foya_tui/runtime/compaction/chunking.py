@@ -149,9 +149,7 @@ def chunks_of(
             unit_lines = transcript_lines(entries, chars, error_seqs)
             tokens = counter.count("\n".join(unit_lines))
         if units and used + tokens > room:
-            chunks.append(
-                _chunk(chunks, plan, units, lines, covered, covered_seqs, chunk_chars, error_seqs)
-            )
+            chunks.append(_chunk(chunks, plan, units, lines, covered, covered_seqs, chunk_chars, error_seqs))
             units, lines, used = [], [], 0
             chunk_chars = message_chars
         units.append(unit)
@@ -159,9 +157,7 @@ def chunks_of(
         used += tokens
         chunk_chars = min(chunk_chars, chars)
     if units:
-        chunks.append(
-            _chunk(chunks, plan, units, lines, covered, covered_seqs, chunk_chars, error_seqs)
-        )
+        chunks.append(_chunk(chunks, plan, units, lines, covered, covered_seqs, chunk_chars, error_seqs))
     return chunks
 
 
@@ -182,9 +178,7 @@ def _chunk(
     return Chunk(first, last, tuple(lines), tuple(events), tuple(units), chars, error_seqs)
 
 
-def fits(
-    previous: Sequence[PreviousSummary], chunk: Chunk, counter: TokenCounter, room: int
-) -> bool:
+def fits(previous: Sequence[PreviousSummary], chunk: Chunk, counter: TokenCounter, room: int) -> bool:
     used = sum(counter.count(item.text) + 16 for item in previous)
     return used + counter.count("\n".join(chunk.lines)) <= room
 

@@ -594,12 +594,7 @@ class CompactionService:
 
         segments: list[tuple[int, int, int, str]]  # (from, through, level, text)
         top_level = base.level if base is not None else 0
-        if (
-            not append
-            and previous
-            and total == 1
-            and fits(previous, chunks[0], counter, limit - overhead)
-        ):
+        if not append and previous and total == 1 and fits(previous, chunks[0], counter, limit - overhead):
             # One session-level rewrite over the old summary and the new events (C-10).
             text = summarise(1, previous, chunks[0])
             segments = [(previous[0].from_seq, plan.through_seq, top_level + 1, text)]

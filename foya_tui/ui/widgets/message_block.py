@@ -67,6 +67,8 @@ def snip_note(mode: str, results: int, tokens_saved: int) -> ContextNote:
 
 AFTER_TOOLS = "body -after-tools"
 """Classes of a text segment that follows tool calls (a blank line sets it apart from them)."""
+
+
 class MessageBlock(Vertical, can_focus=True):
     """A message in the conversation. Assistant blocks can stream their text in."""
 
