@@ -158,6 +158,14 @@ class Runtime:
     def close(self) -> None:
         self._database.close()
 
+    def prepare_provider(self) -> None:
+        """Load the provider library now (LiteLLM: seconds, more on a loaded machine), so that the
+        first request does not wait for it; a runtime given a client of its own loads nothing."""
+        if self._checks_routes:
+            from foya_tui.runtime.providers.litellm_client import load_litellm
+
+            load_litellm()
+
     def __enter__(self) -> Runtime:
         return self
 

@@ -29,9 +29,11 @@ from foya_tui.ui.messages import (
     CompactionUndone,
     ContextReported,
     HistoryEventRead,
+    HistoryPageRead,
     HistoryReadFailed,
     HistorySearched,
     LastCompactionRead,
+    ProviderPrepared,
     RouteResolved,
     RoutesListed,
     RouteSwitched,
@@ -57,6 +59,7 @@ if TYPE_CHECKING:
     from foya_tui.runtime.providers.routes import Route
     from foya_tui.runtime.runtime import Runtime
     from foya_tui.runtime.session import Session
+    from foya_tui.ui.widgets.message_list import HistoryItem, PageRequest
 
 
 SEARCH_LIMIT = 50
@@ -71,6 +74,21 @@ def one_line(exc: BaseException) -> str:
 
     text = str(exc.args[0]) if exc.args else str(exc)
     return flatten(text, limit=200) or type(exc).__name__
+
+
+def newest_page(runtime: Runtime, session_id: str) -> tuple[list[HistoryItem], bool]:
+    """The conversation's newest page of stored history as items, and whether more lies before it."""
+    from foya_tui.ui.widgets.message_list import PAGE_EVENTS
+
+    page = runtime.history_before(session_id, events=PAGE_EVENTS)
+    return history_items(page.events), page.more
+
+
+def recorded_steps(runtime: Runtime, session_id: str) -> tuple[int, ...]:
+    """The meter's sparkline from the session's usage records alone (read on the kind index)."""
+    from foya_tui.runtime.model import EventKind
+
+    return input_steps(runtime.events_of_kind(session_id, EventKind.PROVIDER_USAGE))
 
 
 def input_steps(events: Iterable[Event]) -> tuple[int, ...]:
@@ -132,6 +150,8 @@ class Bridge(Widget):
     @work(thread=True, exclusive=True, group="session", exit_on_error=False)
     def start(self, session_id: str | None = None) -> None:
         """Resolve the route, then resume `session_id` (posting its history) or wait for a first send."""
+        from foya_tui.runtime.model import EventKind
+
         try:
             runtime = self._open()
             self._route = runtime.route_for(self._model)
@@ -139,11 +159,13 @@ class Bridge(Widget):
                 # Without --model a resumed session continues on the model of its last reply.
                 session = runtime.open_session(session_id, self._route if self._model else None)
                 self._route = session.route
-                events = runtime.events(session.id)
                 self._session = session
-                self.post_message(SessionOpened(session, events, history_items(events)))
-                self.post_message(ContextReported(session.context().report(), input_steps(events)))
-                last = last_compaction(events)
+                # What the screen shows first (the newest page), then the meter's numbers: never
+                # the whole log (tests/bench/bench_tui_scale.py).
+                items, has_older = newest_page(runtime, session.id)
+                self.post_message(SessionOpened(session, items, has_older=has_older))
+                self._post_next_request(runtime, session)
+                last = last_compaction(runtime.events_of_kind(session.id, EventKind.COMPACTION_DIAGNOSTIC))
                 if last is not None:
                     self.post_message(LastCompactionRead(last))
                 return
@@ -168,6 +190,18 @@ class Bridge(Widget):
                 self.post_message(ContextReported(report, ()))
         except Exception as exc:
             self.post_message(BridgeFailed(f"The context preview failed: {one_line(exc)}"))
+
+    @work(thread=True, exclusive=True, group="provider", exit_on_error=False)
+    def prepare_provider(self) -> None:
+        """Load the provider library (LiteLLM) off the UI thread, so the first reply does not wait
+        for the import (call once the runtime is open: RouteResolved or SessionOpened)."""
+        try:
+            assert self.runtime is not None, "the provider is prepared once the runtime is open"
+            self.runtime.prepare_provider()
+            self.post_message(ProviderPrepared())
+        except Exception as exc:
+            # The first request loads it again and reports what fails then, in its turn.
+            self.post_message(BridgeFailed(f"The provider library could not be loaded: {one_line(exc)}"))
 
     # One group for the workers that post a report: a newer one (a switch) overtakes an older one.
     @work(thread=True, exclusive=True, group="context", exit_on_error=False)
@@ -279,6 +313,23 @@ class Bridge(Widget):
         replies = [e.seq for e in events if e.kind in (EventKind.ASSISTANT_MESSAGE, EventKind.TOOL_RESULT)]
         self.post_message(TurnRecorded(user, min(replies, default=None), max(replies, default=None)))
 
+    @work(thread=True, exclusive=True, group="page", exit_on_error=False)
+    def read_page(self, request: PageRequest) -> None:
+        """Read the page of stored history the conversation asked for and post it as items (a
+        read only: it may run during a turn)."""
+        from foya_tui.ui.widgets.message_list import PAGE_EVENTS, Direction
+
+        try:
+            runtime, session = self._open_session()
+            if request.direction is Direction.OLDER:
+                page = runtime.history_before(session.id, request.seq, events=PAGE_EVENTS)
+            else:
+                page = runtime.history_after(session.id, request.seq or 0, events=PAGE_EVENTS)
+            self.post_message(HistoryPageRead(request, history_items(page.events), page.more))
+        except Exception as exc:
+            self.post_message(HistoryPageRead(request, [], False))
+            self.post_message(BridgeFailed(f"Earlier messages could not be read: {one_line(exc)}"))
+
     @work(thread=True, exclusive=True, group="read", exit_on_error=False)
     def read_tool_result(self, seq: int, name: str) -> None:
         """Read the full text of the tool result at `seq` from canonical history and post it prepared
@@ -379,9 +430,11 @@ class Bridge(Widget):
         try:
             runtime, session = self._open_session()
             rewind_seq = runtime.rewind(session.id, to_seq)
-            events = runtime.events(session.id)
-            self.post_message(SessionRewound(to_seq, rewind_seq, history_items(events), refill))
-            self.post_message(ContextReported(session.context().report(), input_steps(events)))
+            items, has_older = newest_page(runtime, session.id)
+            self.post_message(SessionRewound(to_seq, rewind_seq, items, refill, has_older=has_older))
+            self.post_message(
+                ContextReported(session.context().report(), recorded_steps(runtime, session.id))
+            )
         except Exception as exc:
             # A RewindError says in one line why the cut is not allowed, and where it could go.
             self.post_message(BridgeFailed(one_line(exc)))
@@ -395,11 +448,13 @@ class Bridge(Widget):
             runtime, source = self._open_session()
             forked = runtime.fork(source.id, at_seq)
             session = runtime.open_session(forked.info.id, source.route)
-            events = runtime.events(session.id)
             self._session, self._route = session, session.route
             self.post_message(SessionForked(source.info.short_id, session, forked.at_seq))
-            self.post_message(SessionOpened(session, events, history_items(events)))
-            self.post_message(ContextReported(session.context().report(), input_steps(events)))
+            items, has_older = newest_page(runtime, session.id)
+            self.post_message(SessionOpened(session, items, has_older=has_older))
+            self.post_message(
+                ContextReported(session.context().report(), recorded_steps(runtime, session.id))
+            )
         except Exception as exc:
             # A ForkError says in one line why history cannot be cut there, and where it could be.
             self.post_message(BridgeFailed(one_line(exc)))
@@ -468,6 +523,10 @@ class Bridge(Widget):
         except Exception as exc:
             if not worker.is_cancelled:
                 self.post_message(HistoryReadFailed(one_line(exc), "event"))
+
+    def _post_next_request(self, runtime: Runtime, session: Session) -> None:
+        """Post the session's next request and its recorded steps (the meter's numbers)."""
+        self.post_message(ContextReported(session.context().report(), recorded_steps(runtime, session.id)))
 
     def _open_session(self) -> tuple[Runtime, Session]:
         runtime, session = self.runtime, self._session

@@ -23,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, ClassVar
 
+from textual import events
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal
@@ -36,9 +37,11 @@ from foya_tui.ui.messages import (
     BridgeFailed,
     ContextReported,
     HistoryEventRead,
+    HistoryPageRead,
     HistoryReadFailed,
     HistorySearched,
     LastCompactionRead,
+    ProviderPrepared,
     RouteResolved,
     RoutesListed,
     RouteSwitched,
@@ -90,6 +93,16 @@ class ConversationScreen(TurnFlow, CompactionFlow, HistoryFlow, Screen[None]):
     # Textual annotates it `ClassVar[...] | None`, which mypy takes for an instance variable.
     HORIZONTAL_BREAKPOINTS: ClassVar[list[tuple[int, str]]] = [(0, "-narrow"), (SIDEBAR_FROM, "-wide")]  # type: ignore[misc]
     BINDINGS: ClassVar[list[BindingType]] = [
+        # First of the three on esc: away from the prompt, esc goes back to it (what was typed
+        # is still there); at the prompt it cancels what runs.
+        Binding(
+            "escape",
+            "focus_prompt",
+            "back to the prompt",
+            id="prompt.focus",
+            tooltip="Return to the prompt; what you typed is kept",
+            show=False,
+        ),
         Binding(
             "escape",
             "cancel_turn",
@@ -117,6 +130,25 @@ class ConversationScreen(TurnFlow, CompactionFlow, HistoryFlow, Screen[None]):
             "inspector",
             id="inspector.open",
             tooltip="Show the session's checkpoints, segments and compaction log",
+        ),
+        # Priority bindings, so that they work while typing: a prompt has no pages to move by.
+        Binding(
+            "pageup",
+            "scroll_messages(-1)",
+            "page up",
+            id="messages.page_up",
+            tooltip="Scroll the conversation up a page (earlier messages load as you go)",
+            show=False,
+            priority=True,
+        ),
+        Binding(
+            "pagedown",
+            "scroll_messages(1)",
+            "page down",
+            id="messages.page_down",
+            tooltip="Scroll the conversation down a page",
+            show=False,
+            priority=True,
         ),
         # A priority binding, so that it works while typing: the prompt's own ctrl+k (delete to the
         # end of the line) gives way; ctrl+shift+k still deletes the line.
@@ -153,6 +185,9 @@ class ConversationScreen(TurnFlow, CompactionFlow, HistoryFlow, Screen[None]):
         self._state = ConversationState(Activity.OPENING)
         """What runs now; every refusal rule asks it (conversation_state.py)."""
         self._inspector: InspectorScreen | None = None
+        self._provider_asked = False
+        self.provider_ready = False
+        """Whether the provider library is loaded (until then a first reply waits for it)."""
         # The breakpoint's class, set now: set by the first resize, it would restyle the whole screen
         # once more before the first frame (about 20 ms, tests/bench/bench_startup.py).
         self.add_class("-narrow" if self.app.size.width < SIDEBAR_FROM else "-wide")
@@ -244,12 +279,41 @@ class ConversationScreen(TurnFlow, CompactionFlow, HistoryFlow, Screen[None]):
         return self._route
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "focus_prompt":
+            return self.focused is not self.query_one(Prompt)
         # Both are on esc: hidden from the footer (and passed over) when there is nothing to cancel.
         if action == "cancel_turn":
             return self._state.turn_running
         if action == "cancel_compaction":
             return self._state.proposing
         return True
+
+    def action_focus_prompt(self) -> None:
+        self.query_one(Prompt).focus()
+
+    def on_prompt_messages_wanted(self, message: Prompt.MessagesWanted) -> None:
+        self.messages.select_last()
+
+    def on_key(self, event: events.Key) -> None:
+        # Typing away from the prompt types into it: a letter no binding of the focused message
+        # takes (`r`, `f`, `c`, `o`…) goes to the prompt, which takes the focus back.
+        prompt = self.query_one(Prompt)
+        if self.focused is prompt or not event.is_printable or event.character is None:
+            return
+        if event.key in self.app.active_bindings:
+            return
+        event.stop()
+        event.prevent_default()
+        prompt.focus()
+        prompt.move_cursor(prompt.document.end)  # after what was typed, as if typing had gone on
+        prompt.insert(event.character)
+
+    def action_scroll_messages(self, pages: int) -> None:
+        if pages < 0:
+            self.messages.scroll_page_up(animate=False)
+        else:
+            self.messages.scroll_page_down(animate=False)
+        self.messages.want_more()
 
     # -- the route, a new conversation ----------------------------------------------------------
 
@@ -298,13 +362,35 @@ class ConversationScreen(TurnFlow, CompactionFlow, HistoryFlow, Screen[None]):
         hint = f"{EMPTY_HINT}\n\n{SIMULATOR_HINT}" if message.route.is_simulator else EMPTY_HINT
         self.messages.set_hint(hint)
         self._set_activity(None)
+        self._prepare_provider()
 
     async def on_session_opened(self, message: SessionOpened) -> None:
         self._route = message.session.route
         self._show_header(message.session)
-        await self.messages.show_history(message.items)
+        await self.messages.show_history(message.items, has_older=message.has_older)
         self._mark_shortened()
         self._set_activity(None)
+        self._prepare_provider()
+
+    def _prepare_provider(self) -> None:
+        # Once per screen, as soon as the runtime is open: the import then overlaps with reading
+        # the meter's numbers and with the user typing, rather than delaying the first reply.
+        if not self._provider_asked:
+            self._provider_asked = True
+            self.bridge.prepare_provider()
+
+    def on_provider_prepared(self, message: ProviderPrepared) -> None:
+        self.provider_ready = True
+
+    def on_message_list_page_wanted(self, message: MessageList.PageWanted) -> None:
+        self.bridge.read_page(message.request)
+
+    async def on_history_page_read(self, message: HistoryPageRead) -> None:
+        await self.messages.show_page(message.request, message.items, more=message.more)
+        self._mark_shortened()
+
+    def on_message_list_prompt_wanted(self, message: MessageList.PromptWanted) -> None:
+        self.query_one(Prompt).focus()
 
     def on_session_created(self, message: SessionCreated) -> None:
         self._show_header(message.session)

@@ -70,7 +70,7 @@ class HistoryFlow(ConversationHost):
         self.app.push_screen(ConfirmScreen(title, body, "Rewind"), answered)
 
     async def on_session_rewound(self, message: SessionRewound) -> None:
-        await self.messages.show_history(message.items)
+        await self.messages.show_history(message.items, has_older=message.has_older)
         self._mark_shortened()
         prompt = self.query_one(Prompt)
         if message.refill:
