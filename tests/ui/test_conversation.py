@@ -282,9 +282,8 @@ def test_start_up_imports_neither_litellm_nor_the_tokenizer_before_the_prompt_is
     """Run the app headless in a fresh process until it is ready, then look at what was imported.
 
     The meter's preview loads the tokenizer in the Bridge's worker once the prompt is ready, so
-    the check runs in that worker just before the preview. LiteLLM is then loaded by a worker of
-    its own, so that the first reply does not wait for the import: once
-    the screen says the provider is prepared, it is in sys.modules."""
+    the check runs in that worker just before the preview. LiteLLM is loaded by a worker of its
+    own once the user starts typing, so that the first reply does not wait for the import."""
     script = f"""
 import asyncio, sys
 from pathlib import Path
@@ -309,16 +308,20 @@ async def main():
     database = Path({str(runtime.paths.database)!r})
     app = FoyaApp(Runtime(Settings(), FoyaPaths(database.parent, database.parent, database)))
     async with app.run_test() as pilot:
-        while app.conversation.context_report is None or not app.conversation.provider_ready:
+        while app.conversation.context_report is None:
             await pilot.pause(0.01)
-    after_preview = "litellm" in sys.modules
-    print(",".join(at_ready) or "none", after_preview)
+        after_preview = "litellm" in sys.modules
+        await pilot.press("h")  # typing the first message loads it, in a worker
+        while not app.conversation.provider_ready:
+            await pilot.pause(0.01)
+    after_typing = "litellm" in sys.modules
+    print(",".join(at_ready) or "none", after_preview, after_typing)
 
 asyncio.run(main())
 """
-    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=180)
     assert result.returncode == 0, result.stderr
-    assert result.stdout.strip() == "none True"
+    assert result.stdout.strip() == "none False True"
 
 
 async def test_a_runtime_factory_is_opened_in_a_worker_after_the_first_frame(

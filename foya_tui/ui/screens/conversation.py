@@ -362,7 +362,6 @@ class ConversationScreen(TurnFlow, CompactionFlow, HistoryFlow, Screen[None]):
         hint = f"{EMPTY_HINT}\n\n{SIMULATOR_HINT}" if message.route.is_simulator else EMPTY_HINT
         self.messages.set_hint(hint)
         self._set_activity(None)
-        self._prepare_provider()
 
     async def on_session_opened(self, message: SessionOpened) -> None:
         self._route = message.session.route
@@ -370,12 +369,13 @@ class ConversationScreen(TurnFlow, CompactionFlow, HistoryFlow, Screen[None]):
         await self.messages.show_history(message.items, has_older=message.has_older)
         self._mark_shortened()
         self._set_activity(None)
-        self._prepare_provider()
 
-    def _prepare_provider(self) -> None:
-        # Once per screen, as soon as the runtime is open: the import then overlaps with reading
-        # the meter's numbers and with the user typing, rather than delaying the first reply.
-        if not self._provider_asked:
+    def on_text_area_changed(self, message: Prompt.Changed) -> None:
+        # The provider library loads while the first message is typed, not when the screen opens:
+        # an import in progress holds the module locks Textual's shutdown needs, so a quit right
+        # after opening would wait for it (tests/bench/bench_tui_scale.py), and opening would
+        # compete with it for the interpreter.
+        if not self._provider_asked and self._route is not None and message.text_area.text:
             self._provider_asked = True
             self.bridge.prepare_provider()
 
