@@ -15,7 +15,7 @@ from foya_tui.ui.screens.conversation_state import Activity
 from foya_tui.ui.widgets.message_block import MessageBlock
 from foya_tui.ui.widgets.prompt import Prompt
 
-SELECT_MESSAGE = "Select a message first: Tab or a click moves to the messages."
+SELECT_MESSAGE = "Select a message first: ↑ from an empty prompt (alt+↑ while typing) or a click."
 
 
 class HistoryFlow(ConversationHost):

@@ -73,8 +73,22 @@ class MessageBlock(Vertical, can_focus=True):
     """A message in the conversation. Assistant blocks can stream their text in."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("up", "select(-1)", "previous message", id="message.previous", show=False),
-        Binding("down", "select(1)", "next message", id="message.next", show=False),
+        Binding(
+            "up",
+            "select(-1)",
+            "previous message",
+            id="message.previous",
+            tooltip="Select the message above",
+            show=False,
+        ),
+        Binding(
+            "down",
+            "select(1)",
+            "next message",
+            id="message.next",
+            tooltip="Select the message below; past the newest, back to the prompt",
+            show=False,
+        ),
         Binding(
             "enter",
             "expand",

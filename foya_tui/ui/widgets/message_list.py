@@ -246,8 +246,22 @@ class MessageList(VerticalScroll):
     """
 
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("home", "first_message", "first message", id="messages.first", show=False),
-        Binding("end", "last_message", "last message", id="messages.last", show=False),
+        Binding(
+            "home",
+            "first_message",
+            "first message",
+            id="messages.first",
+            tooltip="Jump to the session's first message",
+            show=False,
+        ),
+        Binding(
+            "end",
+            "last_message",
+            "last message",
+            id="messages.last",
+            tooltip="Jump to the newest message",
+            show=False,
+        ),
     ]
 
     class PageWanted(Message):
