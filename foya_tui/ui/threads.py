@@ -13,16 +13,20 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from concurrent.futures import Executor, Future
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, TypeVar
 
 T = TypeVar("T")
 
 
-class DaemonThreads(Executor):
-    """Runs each submitted call in a new daemon thread; `shutdown` never waits for them."""
+class DaemonThreads(ThreadPoolExecutor):
+    """Runs each submitted call in a new daemon thread; `shutdown` never waits for them.
+
+    A ThreadPoolExecutor by type only (asyncio's `set_default_executor` accepts nothing else): its
+    pool of threads, which the interpreter joins at exit, is never started."""
 
     def __init__(self) -> None:
+        super().__init__(max_workers=1)
         self._closed = False
 
     def submit(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> Future[T]:

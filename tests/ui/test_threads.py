@@ -43,3 +43,14 @@ def test_shutdown_does_not_wait_for_a_running_call() -> None:
         executor.submit(busy)
     release.set()
     assert future.result(timeout=10) == "done"
+
+
+def test_asyncio_takes_it_as_the_default_executor() -> None:
+    import asyncio
+
+    async def run_in_it() -> str:
+        loop = asyncio.get_running_loop()
+        loop.set_default_executor(DaemonThreads())  # raises TypeError for a non-ThreadPoolExecutor
+        return await loop.run_in_executor(None, lambda: "ran")
+
+    assert asyncio.run(run_in_it()) == "ran"
