@@ -605,7 +605,18 @@ def _check_arguments(argv: Sequence[str]) -> None:
             ) from None
 
 
+def _exit_now(code: int) -> NoReturn:
+    """End `foya run` as soon as its output is out. LiteLLM hands each reply to its logging thread
+    pool (cost bookkeeping nobody reads here), and the interpreter joins those threads at exit:
+    5-20 s after the last line on a loaded machine (tests/bench/bench_tui_scale.py). Everything of
+    Foya's is committed and closed by now, so nothing is lost by not waiting."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    argv_given = argv
     try:
         argv = sys.argv[1:] if argv is None else list(argv)
         _check_arguments(argv)
@@ -623,7 +634,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             "search": _cmd_search,
             "fork": _cmd_fork,
         }.get(args.command, _cmd_tui)
-        return handler(args)
+        code = handler(args)
+        if argv_given is None and args.command == "run":
+            _exit_now(code)
+        return code
     except FoyaError as exc:
         # Bad input exits 2 having written nothing; other failures say why and exit 1. Anything
         # that is not a FoyaError is a bug, and shows as one.

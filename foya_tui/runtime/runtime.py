@@ -56,6 +56,7 @@ from foya_tui.runtime.tools.approval import ApprovalPolicy, Approver
 from foya_tui.runtime.transcripts import parse_transcript
 from foya_tui.runtime.view.checkpoint import Phase
 from foya_tui.runtime.view.history import rewound, valid_events
+from foya_tui.runtime.view.pages import PAGE_EVENTS, HistoryPage, page_after, page_before
 from foya_tui.runtime.view.recovery import CheckpointReader
 from foya_tui.settings import Settings, SettingsError
 
@@ -161,6 +162,14 @@ class Runtime:
 
     def close(self) -> None:
         self._database.close()
+
+    def prepare_provider(self) -> None:
+        """Load the provider library now (LiteLLM: seconds, more on a loaded machine), so that the
+        first request does not wait for it; a runtime given a client of its own loads nothing."""
+        if self._checks_routes:
+            from foya_tui.runtime.providers.litellm_client import load_litellm
+
+            load_litellm()
 
     def __enter__(self) -> Runtime:
         return self
@@ -314,6 +323,23 @@ class Runtime:
         """A session's canonical history in seq order, rewound and unreadable events included
         (from `after_seq`, exclusive, up to `through_seq`, inclusive)."""
         return self.store.events(session_id, after_seq, through_seq)
+
+    def history_before(
+        self, session_id: str, before_seq: int | None = None, *, events: int = PAGE_EVENTS
+    ) -> HistoryPage:
+        """The newest page of valid history before `before_seq` (None: the newest of all), whole
+        message groups only: what the conversation view loads on open and when scrolled up."""
+        return page_before(self.store, session_id, before_seq, events=events)
+
+    def history_after(self, session_id: str, after_seq: int, *, events: int = PAGE_EVENTS) -> HistoryPage:
+        """The oldest page of valid history after `after_seq` (0: the first page), whole message
+        groups only: what the conversation view loads when scrolled back down."""
+        return page_after(self.store, session_id, after_seq, events=events)
+
+    def events_of_kind(self, session_id: str, kind: EventKind) -> list[Event]:
+        """Every stored event of one kind, rewound ones included, in seq order (read on the kind
+        index: the meter's usage records, say, without the rest of the log)."""
+        return self.store.events_of_kind(session_id, kind)
 
     def event(self, session_id: str, seq: int) -> Event | None:
         """One event of a session's canonical history by seq, or None (reads one row)."""

@@ -143,6 +143,17 @@ ACTIONS: tuple[UserAction, ...] = (
         priority=True,
     ),
     UserAction(
+        "prompt.focus",
+        Intent.TALK,
+        "back to the prompt from anywhere in the conversation; what you typed is kept",
+        key="escape",
+        where="away from the prompt",
+        bound_in=BoundIn.CONVERSATION,
+        run="focus_prompt",
+        label="back to the prompt",
+        show=False,
+    ),
+    UserAction(
         "turn.cancel",
         Intent.TALK,
         "cancel the running reply (what already streamed is kept)",
@@ -180,6 +191,20 @@ ACTIONS: tuple[UserAction, ...] = (
         run="show_context",
         palette="context: show the next request",
         slash=Slash("context"),
+    ),
+    UserAction(
+        "message.expand",
+        Intent.CONTEXT,
+        "show or hide the arguments and output of the selected message's tool calls",
+        key="enter",
+        where="on a message",
+    ),
+    UserAction(
+        "message.copy",
+        Intent.CONTEXT,
+        "copy the selected message as Markdown text",
+        key="c",
+        where="on a message",
     ),
     UserAction(
         "tool.toggle",
@@ -317,6 +342,56 @@ ACTIONS: tuple[UserAction, ...] = (
     ),
     # -- find ---------------------------------------------------------------------------------------
     UserAction(
+        "message.previous",
+        Intent.FIND,
+        "select the message above (from an empty prompt ↑ selects the newest; alt+↑ with text)",
+        key="up",
+        where="on a message",
+    ),
+    UserAction(
+        "message.next",
+        Intent.FIND,
+        "select the message below; past the newest, back to the prompt",
+        key="down",
+        where="on a message",
+    ),
+    UserAction(
+        "messages.page_up",
+        Intent.FIND,
+        "scroll the conversation up a page; earlier messages load as you go",
+        key="pageup",
+        bound_in=BoundIn.CONVERSATION,
+        run="scroll_messages(-1)",
+        label="page up",
+        show=False,
+        priority=True,
+    ),
+    UserAction(
+        "messages.page_down",
+        Intent.FIND,
+        "scroll the conversation down a page",
+        key="pagedown",
+        bound_in=BoundIn.CONVERSATION,
+        run="scroll_messages(1)",
+        label="page down",
+        show=False,
+        priority=True,
+    ),
+    UserAction(
+        "messages.first",
+        Intent.FIND,
+        "jump to the session's first message",
+        key="home",
+        where="in the conversation",
+    ),
+    UserAction(
+        "messages.last",
+        Intent.FIND,
+        "jump to the newest message",
+        key="end",
+        where="in the conversation",
+    ),
+    UserAction(
         "inspector.search",
         Intent.FIND,
         "search the whole history; each hit says whether the model sees it verbatim or which "
@@ -406,6 +481,12 @@ KEY_NAMES = {
     "escape": "Esc",
     "enter": "Enter",
     "tab": "Tab",
+    "up": "↑",
+    "down": "↓",
+    "pageup": "PageUp",
+    "pagedown": "PageDown",
+    "home": "Home",
+    "end": "End",
 }
 
 

@@ -6,6 +6,7 @@ tokenizer load on the first request, and SQLite is only touched from the Bridge'
 
 from __future__ import annotations
 
+import asyncio
 import sys
 from collections.abc import Callable, Iterable
 from functools import partial
@@ -45,10 +46,13 @@ class FoyaApp(App[None]):
         session_id: str | None = None,
         model: str | None = None,
         theme: str | None = None,
+        quick_exit: bool = False,
     ) -> None:
         """`runtime` is a Runtime, or a factory called in a worker after the first frame (then
-        `settings` must be given: the theme is needed before the runtime exists)."""
+        `settings` must be given: the theme is needed before the runtime exists). `quick_exit`:
+        quitting does not wait for thread workers still running (the `foya` command's app)."""
         super().__init__()
+        self._quick_exit = quick_exit
         self.runtime = runtime
         self._session_id = session_id
         self._model = model
@@ -69,6 +73,11 @@ class FoyaApp(App[None]):
         return self._conversation
 
     def on_mount(self) -> None:
+        if self._quick_exit:
+            # Quitting then never waits for a thread worker still busy (ui/threads.py).
+            from foya_tui.ui.threads import DaemonThreads
+
+            asyncio.get_running_loop().set_default_executor(DaemonThreads())
         if self._theme_problem:
             self.notify(self._theme_problem, severity="warning")
 
@@ -172,7 +181,9 @@ def run_app(
             raise
     # A new conversation gets a factory: the runtime is imported and the database opened in a
     # worker, after the first frame (tests/bench/bench_startup.py).
-    app = FoyaApp(runtime or open_runtime, settings=settings, session_id=session_id, model=model)
+    app = FoyaApp(
+        runtime or open_runtime, settings=settings, session_id=session_id, model=model, quick_exit=True
+    )
     try:
         app.run()
     finally:

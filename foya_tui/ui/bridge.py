@@ -31,9 +31,11 @@ from foya_tui.ui.messages import (
     CompactionUndone,
     ContextReported,
     HistoryEventRead,
+    HistoryPageRead,
     HistoryReadFailed,
     HistorySearched,
     LastCompactionRead,
+    ProviderPrepared,
     RouteResolved,
     RoutesListed,
     RouteSwitched,
@@ -61,6 +63,7 @@ if TYPE_CHECKING:
     from foya_tui.runtime.runtime import Runtime
     from foya_tui.runtime.session import Session
     from foya_tui.runtime.store.lease import SessionLease
+    from foya_tui.ui.widgets.message_list import HistoryItem, PageRequest
 
 
 SEARCH_LIMIT = 50
@@ -75,6 +78,21 @@ def one_line(exc: BaseException) -> str:
 
     text = str(exc.args[0]) if exc.args else str(exc)
     return flatten(text, limit=200) or type(exc).__name__
+
+
+def newest_page(runtime: Runtime, session_id: str) -> tuple[list[HistoryItem], bool]:
+    """The conversation's newest page of stored history as items, and whether more lies before it."""
+    from foya_tui.ui.widgets.message_list import PAGE_EVENTS
+
+    page = runtime.history_before(session_id, events=PAGE_EVENTS)
+    return history_items(page.events), page.more
+
+
+def recorded_steps(runtime: Runtime, session_id: str) -> tuple[int, ...]:
+    """The meter's sparkline from the session's usage records alone (read on the kind index)."""
+    from foya_tui.runtime.model import EventKind
+
+    return input_steps(runtime.events_of_kind(session_id, EventKind.PROVIDER_USAGE))
 
 
 def input_steps(events: Iterable[Event]) -> tuple[int, ...]:
@@ -139,6 +157,8 @@ class Bridge(Widget):
     @work(thread=True, exclusive=True, group="session", exit_on_error=False)
     def start(self, session_id: str | None = None) -> None:
         """Resolve the route, then resume `session_id` (posting its history) or wait for a first send."""
+        from foya_tui.runtime.model import EventKind
+
         try:
             runtime = self._open()
             self._route = runtime.route_for(self._model)
@@ -146,12 +166,14 @@ class Bridge(Widget):
                 # Without --model a resumed session continues on the model of its last reply.
                 session = runtime.open_session(session_id, self._route if self._model else None)
                 self._route = session.route
-                events = runtime.events(session.id)
                 self._session = session
-                self._shown_seq = events[-1].seq if events else 0
-                self.post_message(SessionOpened(session, events, history_items(events)))
-                self.post_message(ContextReported(session.context().report(), input_steps(events)))
-                last = last_compaction(events)
+                # What the screen shows first (the newest page), then the meter's numbers: never
+                # the whole log (tests/bench/bench_tui_scale.py).
+                self._shown_seq = runtime.last_seq(session.id)
+                items, has_older = newest_page(runtime, session.id)
+                self.post_message(SessionOpened(session, items, has_older=has_older))
+                self._post_next_request(runtime, session)
+                last = last_compaction(runtime.events_of_kind(session.id, EventKind.COMPACTION_DIAGNOSTIC))
                 if last is not None:
                     self.post_message(LastCompactionRead(last))
                 return
@@ -176,6 +198,18 @@ class Bridge(Widget):
                 self.post_message(ContextReported(report, ()))
         except Exception as exc:
             self.post_message(BridgeFailed(f"The context preview failed: {one_line(exc)}"))
+
+    @work(thread=True, exclusive=True, group="provider", exit_on_error=False)
+    def prepare_provider(self) -> None:
+        """Load the provider library (LiteLLM) off the UI thread, so the first reply does not wait
+        for the import (call once the runtime is open: RouteResolved or SessionOpened)."""
+        try:
+            assert self.runtime is not None, "the provider is prepared once the runtime is open"
+            self.runtime.prepare_provider()
+            self.post_message(ProviderPrepared())
+        except Exception as exc:
+            # The first request loads it again and reports what fails then, in its turn.
+            self.post_message(BridgeFailed(f"The provider library could not be loaded: {one_line(exc)}"))
 
     # One group for the workers that post a report: a newer one (a switch) overtakes an older one.
     @work(thread=True, exclusive=True, group="context", exit_on_error=False)
@@ -343,11 +377,11 @@ class Bridge(Widget):
             self._reload(runtime, session)
 
     def _reload(self, runtime: Runtime, session: Session) -> None:
-        """Post the open session's history and next request again, as a resume does."""
-        events = runtime.events(session.id)
-        self._shown_seq = events[-1].seq if events else 0
-        self.post_message(SessionOpened(session, events, history_items(events)))
-        self.post_message(ContextReported(session.context().report(), input_steps(events)))
+        """Post the open session's newest page and next request again, as a resume does."""
+        self._shown_seq = runtime.last_seq(session.id)
+        items, has_older = newest_page(runtime, session.id)
+        self.post_message(SessionOpened(session, items, has_older=has_older))
+        self._post_next_request(runtime, session)
 
     def _post_turn_seqs(self, runtime: Runtime, session_id: str, start: int) -> None:
         """Say which events the turn just ended stored, so its blocks know where a rewind goes."""
@@ -359,6 +393,23 @@ class Bridge(Widget):
             return
         replies = [e.seq for e in events if e.kind in (EventKind.ASSISTANT_MESSAGE, EventKind.TOOL_RESULT)]
         self.post_message(TurnRecorded(user, min(replies, default=None), max(replies, default=None)))
+
+    @work(thread=True, exclusive=True, group="page", exit_on_error=False)
+    def read_page(self, request: PageRequest) -> None:
+        """Read the page of stored history the conversation asked for and post it as items (a
+        read only: it may run during a turn)."""
+        from foya_tui.ui.widgets.message_list import PAGE_EVENTS, Direction
+
+        try:
+            runtime, session = self._open_session()
+            if request.direction is Direction.OLDER:
+                page = runtime.history_before(session.id, request.seq, events=PAGE_EVENTS)
+            else:
+                page = runtime.history_after(session.id, request.seq or 0, events=PAGE_EVENTS)
+            self.post_message(HistoryPageRead(request, history_items(page.events), page.more))
+        except Exception as exc:
+            self.post_message(HistoryPageRead(request, [], False))
+            self.post_message(BridgeFailed(f"Earlier messages could not be read: {one_line(exc)}"))
 
     @work(thread=True, exclusive=True, group="read", exit_on_error=False)
     def read_tool_result(self, seq: int, name: str) -> None:
@@ -465,9 +516,11 @@ class Bridge(Widget):
             runtime, session = self._open_session()
             with self._writing(runtime, session):
                 rewind_seq = runtime.rewind(session.id, to_seq)
-            events = runtime.events(session.id)
-            self.post_message(SessionRewound(to_seq, rewind_seq, history_items(events), refill))
-            self.post_message(ContextReported(session.context().report(), input_steps(events)))
+            items, has_older = newest_page(runtime, session.id)
+            self.post_message(SessionRewound(to_seq, rewind_seq, items, refill, has_older=has_older))
+            self.post_message(
+                ContextReported(session.context().report(), recorded_steps(runtime, session.id))
+            )
         except Exception as exc:
             # A RewindError says in one line why the cut is not allowed, and where it could go.
             self.post_message(BridgeFailed(one_line(exc)))
@@ -481,12 +534,14 @@ class Bridge(Widget):
             runtime, source = self._open_session()
             forked = runtime.fork(source.id, at_seq)
             session = runtime.open_session(forked.info.id, source.route)
-            events = runtime.events(session.id)
             self._session, self._route = session, session.route
-            self._shown_seq = events[-1].seq if events else 0
+            self._shown_seq = runtime.last_seq(session.id)
             self.post_message(SessionForked(source.info.short_id, session, forked.at_seq))
-            self.post_message(SessionOpened(session, events, history_items(events)))
-            self.post_message(ContextReported(session.context().report(), input_steps(events)))
+            items, has_older = newest_page(runtime, session.id)
+            self.post_message(SessionOpened(session, items, has_older=has_older))
+            self.post_message(
+                ContextReported(session.context().report(), recorded_steps(runtime, session.id))
+            )
         except Exception as exc:
             # A ForkError says in one line why history cannot be cut there, and where it could be.
             self.post_message(BridgeFailed(one_line(exc)))
@@ -553,6 +608,10 @@ class Bridge(Widget):
         except Exception as exc:
             if not worker.is_cancelled:
                 self.post_message(HistoryReadFailed(one_line(exc), "event"))
+
+    def _post_next_request(self, runtime: Runtime, session: Session) -> None:
+        """Post the session's next request and its recorded steps (the meter's numbers)."""
+        self.post_message(ContextReported(session.context().report(), recorded_steps(runtime, session.id)))
 
     def _open_session(self) -> tuple[Runtime, Session]:
         runtime, session = self.runtime, self._session

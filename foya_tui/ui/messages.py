@@ -11,7 +11,6 @@ if TYPE_CHECKING:
     from foya_tui.runtime.compaction.attempt import CompactionResult, Proposal
     from foya_tui.runtime.compaction.report import CoveredBy, InspectReport, RecallHit
     from foya_tui.runtime.context.report import ContextReport
-    from foya_tui.runtime.model import Event
     from foya_tui.runtime.providers.routes import Route
     from foya_tui.runtime.runtime import RouteOption
     from foya_tui.runtime.session import Session
@@ -19,7 +18,7 @@ if TYPE_CHECKING:
     from foya_tui.runtime.updates import RuntimeUpdate, ToolCallFinished
     from foya_tui.ui.approval import ApprovalAnswer
     from foya_tui.ui.screens.tool_output import PreparedText
-    from foya_tui.ui.widgets.message_list import HistoryItem
+    from foya_tui.ui.widgets.message_list import HistoryItem, PageRequest
     from foya_tui.ui.widgets.tool_block import ToolOutcome
 
 
@@ -32,14 +31,30 @@ class RouteResolved(Message):
 
 
 class SessionOpened(Message):
-    """An existing session was opened; `events` is its whole stored history and `items` what the
-    conversation shows of it (built in the worker: tool results are summarised there)."""
+    """An existing session was opened; `items` is the newest page of what the conversation shows of
+    it (built in the worker: tool results are summarised there), `has_older` whether more lies
+    before that page."""
 
-    def __init__(self, session: Session, events: list[Event], items: list[HistoryItem]) -> None:
+    def __init__(self, session: Session, items: list[HistoryItem], *, has_older: bool = False) -> None:
         super().__init__()
         self.session = session
-        self.events = events
         self.items = items
+        self.has_older = has_older
+
+
+class ProviderPrepared(Message):
+    """The provider library is loaded: a request no longer waits for it."""
+
+
+class HistoryPageRead(Message):
+    """A page of stored history the conversation asked for (`request`), as items; `more` says
+    whether history goes on beyond it in the direction it was read."""
+
+    def __init__(self, request: PageRequest, items: list[HistoryItem], more: bool) -> None:
+        super().__init__()
+        self.request = request
+        self.items = items
+        self.more = more
 
 
 class SessionForked(Message):
@@ -287,11 +302,15 @@ class LastCompactionRead(Message):
 
 class SessionRewound(Message):
     """Valid history now ends at `to_seq` (a rewind event at `rewind_seq`; nothing was deleted);
-    `items` is the conversation as it now reads, `refill` the text to put back into the prompt."""
+    `items` is the newest page of the conversation as it now reads (`has_older`: more lies before
+    it), `refill` the text to put back into the prompt."""
 
-    def __init__(self, to_seq: int, rewind_seq: int, items: list[HistoryItem], refill: str | None) -> None:
+    def __init__(
+        self, to_seq: int, rewind_seq: int, items: list[HistoryItem], refill: str | None, *, has_older: bool
+    ) -> None:
         super().__init__()
         self.to_seq = to_seq
         self.rewind_seq = rewind_seq
         self.items = items
         self.refill = refill
+        self.has_older = has_older

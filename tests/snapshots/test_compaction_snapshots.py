@@ -182,8 +182,8 @@ def test_rewind_confirmation_on_a_focused_message(snap_compare, scene_runtime: R
     (an orange bar and a faint orange background) and r was pressed: a yellow-bordered dialog
     "Rewind to before this message?" explains that the message and everything after it leave the
     conversation (the log keeps them) and that its text goes back into the prompt; the buttons
-    "Rewind (y)" and "Keep (n)" (focused) and a help line. The footer behind it offers "r rewind to
-    here" and "f fork from here"."""
+    "Rewind (y)" and "Keep (n)" (focused) and a help line. The footer behind it offers "c copy",
+    "r rewind to here" and "f fork from here"."""
 
     async def run_before(pilot: Pilot[None]) -> None:
         await send(pilot, "hello")

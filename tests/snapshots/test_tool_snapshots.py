@@ -78,7 +78,7 @@ def test_one_tool_block_expanded(snap_compare, scene_runtime: Runtime) -> None:
     a dim "result · seq 7 · 102 characters · 4 lines · <0.1 s" and the shaded output: the
     read_file header and the README's numbered lines ("1→# Demo project" …), shown literally.
     list_dir stays collapsed; the footer offers "⏎ expand" and "o full text", then the message's keys
-    "r rewind to here" and "f fork from here"."""
+    "c copy", "r rewind to here" and "f fork from here" (the last entry, quit, cut to "q")."""
 
     async def run_before(pilot: Pilot[None]) -> None:
         await send(pilot, EXPLORE)

@@ -35,6 +35,7 @@ from foya_tui.ui.messages import (
 )
 from foya_tui.ui.screens.compaction import CompactionScreen
 from foya_tui.ui.screens.confirm import ConfirmScreen
+from foya_tui.ui.screens.conversation_history import SELECT_MESSAGE
 from foya_tui.ui.screens.inspector import InspectorScreen
 from foya_tui.ui.widgets.budget_meter import (
     PRODUCERS,
@@ -650,7 +651,7 @@ async def test_rewind_is_in_the_palette_and_needs_a_selected_message(
 
         await run_command()  # the prompt has the focus: no message is selected
         await wait_until(pilot, lambda: bool(notifications(app)))
-        assert notifications(app)[-1][0] == "Select a message first: Tab or a click moves to the messages."
+        assert notifications(app)[-1][0] == SELECT_MESSAGE
 
         app.conversation.messages.blocks[1].focus()
         await pilot.pause()

@@ -62,6 +62,10 @@ def load_litellm() -> ModuleType:
             litellm.suppress_debug_info = True
             litellm.drop_params = True  # providers that lack stream_options etc. still work
             litellm.num_retries = 0
+            # LiteLLM logs every streamed chunk in its thread pool, which the interpreter joins at
+            # exit: seconds after the last reply of `foya run` (tests/bench/bench_tui_scale.py).
+            # Foya registers no LiteLLM callbacks, so that logging has no reader.
+            litellm.disable_streaming_logging = True
             handler = _make_simulator_handler(litellm, _simulator)
             litellm.custom_provider_map = [
                 *[p for p in litellm.custom_provider_map if p.get("provider") != SIMULATOR_PROTOCOL],

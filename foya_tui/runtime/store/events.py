@@ -311,6 +311,34 @@ class EventStore:
         cursor = self._sql.execute_sql(sql + " ORDER BY seq", params)
         return [decode_event(session_id, seq, kind, payload, at) for seq, kind, payload, at in cursor]
 
+    def events_before(self, session_id: str, before_seq: int | None, limit: int) -> list[Event]:
+        """The newest `limit` events before `before_seq` (None: the end), in seq order: one indexed
+        range read backwards, not the log before it."""
+        sql = "SELECT seq, kind, payload, created_at FROM event WHERE session_id = ?"
+        params: list[Any] = [session_id]
+        if before_seq is not None:
+            sql += " AND seq < ?"
+            params.append(before_seq)
+        rows = self._sql.execute_sql(sql + " ORDER BY seq DESC LIMIT ?", [*params, limit]).fetchall()
+        return [decode_event(session_id, *row) for row in reversed(rows)]
+
+    def events_after(self, session_id: str, after_seq: int, limit: int) -> list[Event]:
+        """The first `limit` events after `after_seq`, in seq order (one indexed range read)."""
+        rows = self._sql.execute_sql(
+            "SELECT seq, kind, payload, created_at FROM event WHERE session_id = ? AND seq > ? "
+            "ORDER BY seq LIMIT ?",
+            (session_id, after_seq, limit),
+        ).fetchall()
+        return [decode_event(session_id, *row) for row in rows]
+
+    def events_of_kind(self, session_id: str, kind: EventKind) -> list[Event]:
+        """Every event of one kind, in seq order (read on the kind index, not the whole log)."""
+        rows = self._sql.execute_sql(
+            "SELECT seq, kind, payload, created_at FROM event WHERE session_id = ? AND kind = ? ORDER BY seq",
+            (session_id, str(kind)),
+        ).fetchall()
+        return [decode_event(session_id, *row) for row in rows]
+
     def event(self, session_id: str, seq: int) -> Event | None:
         """One event by seq (one indexed row, not the log after it)."""
         row = self._sql.execute_sql(

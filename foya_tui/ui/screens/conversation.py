@@ -24,6 +24,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, ClassVar
 
+from textual import events
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal
@@ -38,9 +39,11 @@ from foya_tui.ui.messages import (
     BridgeFailed,
     ContextReported,
     HistoryEventRead,
+    HistoryPageRead,
     HistoryReadFailed,
     HistorySearched,
     LastCompactionRead,
+    ProviderPrepared,
     RouteResolved,
     RoutesListed,
     RouteSwitched,
@@ -94,7 +97,8 @@ class ConversationScreen(TurnFlow, CompactionFlow, HistoryFlow, CommandFlow, Scr
     # Textual annotates it `ClassVar[...] | None`, which mypy takes for an instance variable.
     HORIZONTAL_BREAKPOINTS: ClassVar[list[tuple[int, str]]] = [(0, "-narrow"), (SIDEBAR_FROM, "-wide")]  # type: ignore[misc]
     # Generated from the table of user actions (ui/actions.py), which the help screen shows too.
-    # Two are on esc: cancel the reply, or a running compaction (check_action picks).
+    # Three are on esc: away from the prompt, back to it; at the prompt, cancel the reply or a
+    # running compaction (check_action picks).
     BINDINGS: ClassVar[list[BindingType]] = [
         *bindings_of(BoundIn.CONVERSATION),
         # Only while slash completions show (check_action): the prompt keeps ↑/↓ otherwise.
@@ -139,6 +143,9 @@ class ConversationScreen(TurnFlow, CompactionFlow, HistoryFlow, CommandFlow, Scr
         self._state = ConversationState(Activity.OPENING)
         """What runs now; every refusal rule asks it (conversation_state.py)."""
         self._inspector: InspectorScreen | None = None
+        self._provider_asked = False
+        self.provider_ready = False
+        """Whether the provider library is loaded (until then a first reply waits for it)."""
         # The breakpoint's class, set now: set by the first resize, it would restyle the whole screen
         # once more before the first frame (about 20 ms, tests/bench/bench_startup.py).
         self.add_class("-narrow" if self.app.size.width < SIDEBAR_FROM else "-wide")
@@ -231,6 +238,8 @@ class ConversationScreen(TurnFlow, CompactionFlow, HistoryFlow, CommandFlow, Scr
         return self._route
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "focus_prompt":
+            return self.focused is not self.query_one(Prompt)
         # Both are on esc: hidden from the footer (and passed over) when there is nothing to cancel.
         if action == "cancel_turn":
             return self._state.turn_running
@@ -239,6 +248,33 @@ class ConversationScreen(TurnFlow, CompactionFlow, HistoryFlow, CommandFlow, Scr
         if action == "choose_completion":
             return self.query_one(SlashCompletions).open
         return True
+
+    def action_focus_prompt(self) -> None:
+        self.query_one(Prompt).focus()
+
+    def on_prompt_messages_wanted(self, message: Prompt.MessagesWanted) -> None:
+        self.messages.select_last()
+
+    def on_key(self, event: events.Key) -> None:
+        # Typing away from the prompt types into it: a letter no binding of the focused message
+        # takes (`r`, `f`, `c`, `o`…) goes to the prompt, which takes the focus back.
+        prompt = self.query_one(Prompt)
+        if self.focused is prompt or not event.is_printable or event.character is None:
+            return
+        if event.key in self.app.active_bindings:
+            return
+        event.stop()
+        event.prevent_default()
+        prompt.focus()
+        prompt.move_cursor(prompt.document.end)  # after what was typed, as if typing had gone on
+        prompt.insert(event.character)
+
+    def action_scroll_messages(self, pages: int) -> None:
+        if pages < 0:
+            self.messages.scroll_page_up(animate=False)
+        else:
+            self.messages.scroll_page_down(animate=False)
+        self.messages.want_more()
 
     # -- the route, a new conversation ----------------------------------------------------------
 
@@ -291,9 +327,31 @@ class ConversationScreen(TurnFlow, CompactionFlow, HistoryFlow, CommandFlow, Scr
     async def on_session_opened(self, message: SessionOpened) -> None:
         self._route = message.session.route
         self._show_header(message.session)
-        await self.messages.show_history(message.items)
+        await self.messages.show_history(message.items, has_older=message.has_older)
         self._mark_shortened()
         self._set_activity(None)
+
+    def on_text_area_changed(self, message: Prompt.Changed) -> None:
+        # The provider library loads while the first message is typed, not when the screen opens:
+        # an import in progress holds the module locks Textual's shutdown needs, so a quit right
+        # after opening would wait for it (tests/bench/bench_tui_scale.py), and opening would
+        # compete with it for the interpreter.
+        if not self._provider_asked and self._route is not None and message.text_area.text:
+            self._provider_asked = True
+            self.bridge.prepare_provider()
+
+    def on_provider_prepared(self, message: ProviderPrepared) -> None:
+        self.provider_ready = True
+
+    def on_message_list_page_wanted(self, message: MessageList.PageWanted) -> None:
+        self.bridge.read_page(message.request)
+
+    async def on_history_page_read(self, message: HistoryPageRead) -> None:
+        await self.messages.show_page(message.request, message.items, more=message.more)
+        self._mark_shortened()
+
+    def on_message_list_prompt_wanted(self, message: MessageList.PromptWanted) -> None:
+        self.query_one(Prompt).focus()
 
     def on_session_created(self, message: SessionCreated) -> None:
         self._show_header(message.session)

@@ -15,7 +15,7 @@ from foya_tui.ui.screens.conversation_state import Activity
 from foya_tui.ui.widgets.message_block import MessageBlock
 from foya_tui.ui.widgets.prompt import Prompt
 
-SELECT_MESSAGE = "Select a message first: Tab or a click moves to the messages."
+SELECT_MESSAGE = "Select a message first: ↑ from an empty prompt (alt+↑ while typing) or a click."
 
 
 class HistoryFlow(ConversationHost):
@@ -70,7 +70,7 @@ class HistoryFlow(ConversationHost):
         self.app.push_screen(ConfirmScreen(title, body, "Rewind"), answered)
 
     async def on_session_rewound(self, message: SessionRewound) -> None:
-        await self.messages.show_history(message.items)
+        await self.messages.show_history(message.items, has_older=message.has_older)
         self._mark_shortened()
         prompt = self.query_one(Prompt)
         if message.refill:

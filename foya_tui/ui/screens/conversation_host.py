@@ -37,6 +37,7 @@ if TYPE_CHECKING:
         _route: Route | None
         _shortened: frozenset[int]
         _inspector: InspectorScreen | None
+        provider_ready: bool
 
         @property
         def messages(self) -> MessageList: ...

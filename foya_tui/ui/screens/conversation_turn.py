@@ -9,6 +9,7 @@ approval opens the approval dialog while the turn's thread waits for the answer.
 
 from __future__ import annotations
 
+import time
 from typing import TYPE_CHECKING, Any
 
 from foya_tui.runtime.text import clean_user_text
@@ -29,6 +30,8 @@ from foya_tui.ui.widgets.outcome_notes import compaction_note
 from foya_tui.ui.widgets.prompt import Prompt
 
 if TYPE_CHECKING:
+    from textual.timer import Timer
+
     from foya_tui.ui.screens.approval import ApprovalScreen
     from foya_tui.ui.widgets.tool_block import ToolBlock
 
@@ -49,6 +52,8 @@ class TurnFlow(ConversationHost):
     """The user block of the running turn (it learns its seq when the turn ends)."""
     _ended: tuple[MessageBlock | None, MessageBlock | None]
     """The user and reply blocks of the turn that ended last, until TurnRecorded names their seqs."""
+    _waiting: Timer | None
+    """Ticks each second while the sent message waits for the reply's first output."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -57,6 +62,7 @@ class TurnFlow(ConversationHost):
         self._approval = None
         self._sent = None
         self._ended = (None, None)
+        self._waiting = None
 
     async def on_prompt_submitted(self, message: Prompt.Submitted) -> None:
         submission = read_submission(message.text)
@@ -69,6 +75,7 @@ class TurnFlow(ConversationHost):
         if self._refused(self._state.refuse_send()):
             return
         self._set_activity(Activity.REPLYING)
+        self._wait_for_reply()
         message.prompt.clear()
         self._sent = await self.messages.add_block(MessageBlock("user", text))
         self.messages.scroll_end(animate=False)  # sending re-attaches the view to the end
@@ -79,6 +86,7 @@ class TurnFlow(ConversationHost):
         sent, self._sent = self._sent, None
         if sent is not None and sent.is_mounted:
             await sent.remove()
+        self._reply_arrived()  # no reply is coming: the "connecting…" clock stops
         self._set_activity(None)
         prompt = self.query_one(Prompt)
         typed = prompt.text.strip()
@@ -109,6 +117,8 @@ class TurnFlow(ConversationHost):
         )
 
         update = message.update
+        if isinstance(update, ReplyDelta | ToolCallStarted | TurnFinished | TurnFailed):
+            self._reply_arrived()
         if isinstance(update, StepStarted):
             self._state = self._state.at_step(update.number, update.max_steps)
             self.query_one(Prompt).set_busy(self._state.busy_line)
@@ -154,6 +164,9 @@ class TurnFlow(ConversationHost):
             self._running_tools[update.call_id] = block
             await self._reply.add_tool(block)
         elif isinstance(update, TurnStarted):
+            if self._sent is not None:
+                # Stored now: scrolling up from it reads the page before it (message_list.py).
+                self._sent.seq = self._sent.last_seq = update.user_seq
             self._reply = await self.messages.add_block(MessageBlock("assistant"))
             self._reply.start_stream()
         elif isinstance(update, ReplyDelta):
@@ -213,7 +226,28 @@ class TurnFlow(ConversationHost):
         self._approval = ApprovalScreen(message.request, self.bridge.approval_mode or "ask")
         self.app.push_screen(self._approval, answered)
 
+    def _wait_for_reply(self) -> None:
+        """Until the reply's first output, the prompt says how long it has waited (after a second):
+        the first request of a process may wait for the provider library to load."""
+        started = time.monotonic()
+
+        def tick() -> None:
+            waited = int(time.monotonic() - started)
+            why = "" if self.provider_ready else " (loading the provider library)"
+            self.query_one(Prompt).set_busy(f"connecting…{why} {waited} s · esc cancels")
+
+        self._reply_arrived()
+        self._waiting = self.set_interval(1.0, tick)
+
+    def _reply_arrived(self) -> None:
+        """The reply's first output (or its end) came: the prompt shows the turn's state again."""
+        if self._waiting is not None:
+            self._waiting.stop()
+            self._waiting = None
+            self.query_one(Prompt).set_busy(self._state.busy_line)
+
     async def _end_turn(self, marker: str | None) -> None:
+        self._reply_arrived()
         reply, self._reply = self._reply, None
         self._ended, self._sent = (self._sent, reply), None
         if self._approval is not None and self._approval.is_current:

@@ -74,6 +74,36 @@ class MessageBlock(Vertical, can_focus=True):
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding(
+            "up",
+            "select(-1)",
+            "previous message",
+            id="message.previous",
+            tooltip="Select the message above",
+            show=False,
+        ),
+        Binding(
+            "down",
+            "select(1)",
+            "next message",
+            id="message.next",
+            tooltip="Select the message below; past the newest, back to the prompt",
+            show=False,
+        ),
+        Binding(
+            "enter",
+            "expand",
+            "expand",
+            id="message.expand",
+            tooltip="Show or hide the arguments and output of this message's tool calls",
+        ),
+        Binding(
+            "c",
+            "copy",
+            "copy",
+            id="message.copy",
+            tooltip="Copy this message as Markdown text",
+        ),
+        Binding(
             "r",
             "rewind",
             "rewind to here",
@@ -169,6 +199,55 @@ class MessageBlock(Vertical, can_focus=True):
 
     def action_rewind(self) -> None:
         self.post_message(self.RewindRequested(self))
+
+    def action_select(self, step: int) -> None:
+        """Move the message cursor `step` messages down (−1: up), from this one."""
+        from foya_tui.ui.widgets.message_list import MessageList
+
+        if isinstance(self.parent, MessageList):
+            self.parent.move_cursor(self, step)
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "expand":
+            return bool(self.tools)  # nothing to show: Enter is not offered
+        return True
+
+    @property
+    def expanded(self) -> bool:
+        """Whether Enter opened this message's tool calls (they are focus stops while open)."""
+        return self.has_class("-expanded")
+
+    def action_expand(self) -> None:
+        """Open or close every tool call of the message; open, each is a focus stop of its own."""
+        expanded = not self.expanded
+        self.set_class(expanded, "-expanded")
+        for block in self.tools:
+            block.expanded = expanded
+            block.can_focus = expanded
+
+    def action_copy(self) -> None:
+        """Copy the message as Markdown text (its tool calls as one line each)."""
+        text = self.markdown()
+        self.app.copy_to_clipboard(text)
+        noun = "character" if len(text) == 1 else "characters"
+        self.notify(f"Copied the message ({len(text):,} {noun}).", timeout=3)
+
+    def markdown(self) -> str:
+        """The message as Markdown: its text segments and, in order, a line per tool call."""
+        from textual.widgets import Markdown
+
+        from foya_tui.ui.widgets.tool_block import ToolBlock, summarize_arguments
+
+        if self.role != "assistant" and not self.tools:
+            return self._text
+        pieces: list[str] = []
+        for child in self.children:
+            if isinstance(child, Markdown) and child.source:
+                pieces.append(child.source)
+            elif isinstance(child, ToolBlock):
+                summary = summarize_arguments(child.tool_name, child.arguments)
+                pieces.append(f"- `{child.tool_name}` {summary} · {child.status}".rstrip())
+        return "\n\n".join(pieces)
 
     def action_fork(self) -> None:
         self.post_message(self.ForkRequested(self))

@@ -1,7 +1,9 @@
 """Provides MessageList: the scrolling conversation, built from stored events or live turns.
 
-A resumed session mounts at most its last MAX_BLOCKS messages, so a session with thousands of
-messages opens as fast as a short one; a one-line note says how many are not shown.
+A resumed session opens on its newest page of stored history; older and newer pages load as the
+user scrolls (read by the Bridge, in workers), and only a bounded window of messages is mounted,
+so a session with thousands of messages opens and scrolls as fast as a short one, and every
+message of it is reachable.
 
 Stored handoff reminders (SPEC K-1) are never shown as user messages: they and the records of tool
 results cleared from the model's view (K-3, K-4) become dim context notes inside the turn they
@@ -12,11 +14,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING
+from enum import Enum
+from typing import TYPE_CHECKING, ClassVar
 
 from rich.text import Text
+from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
 from textual.geometry import Size
+from textual.message import Message
 from textual.widget import Widget
 from textual.widgets import Static
 
@@ -26,7 +31,12 @@ if TYPE_CHECKING:
     from foya_tui.runtime.model import Event
     from foya_tui.ui.widgets.tool_block import ToolItem, ToolOutcome
 
-MAX_BLOCKS = 200
+MAX_MOUNTED = 150
+"""Messages mounted at most: the window of a long session (widgets cost layout on every scroll)."""
+PAGE_EVENTS = 60
+"""Stored events a page of the conversation reads (then up to the next user message)."""
+OLDER_HINT = "↑ earlier messages load as you scroll up · Home jumps to the first"
+LOADING_OLDER = "loading earlier messages…"
 _FINISH_MARKERS = {
     "cancelled": "cancelled",
     "error": "✗ interrupted by a provider error",
@@ -205,23 +215,102 @@ def marker_line(text: str) -> Static:
     return Static(Text(text), classes="marker")
 
 
+class Direction(Enum):
+    """Which way a page of stored history is read from a seq."""
+
+    OLDER = "older"
+    NEWER = "newer"
+
+
+@dataclass(frozen=True)
+class PageRequest:
+    """A page of stored history the list wants: the one before `seq` (OLDER; None: the newest
+    page) or after it (NEWER; 0: the first page)."""
+
+    direction: Direction
+    seq: int | None
+
+    @property
+    def replaces(self) -> bool:
+        """Whether the page replaces what is shown (a jump to the end or to the start)."""
+        return self.seq is None or (self.direction is Direction.NEWER and self.seq == 0)
+
+
+NEWEST_PAGE = PageRequest(Direction.OLDER, None)
+FIRST_PAGE = PageRequest(Direction.NEWER, 0)
+
+
 class MessageList(VerticalScroll):
-    """The conversation's messages, newest at the bottom; follows the end unless scrolled up."""
+    """The conversation's messages, newest at the bottom; follows the end unless scrolled up.
+
+    Only a window of the session is mounted, at most MAX_MOUNTED messages: the list asks for the
+    next page of stored history (`PageWanted`, read by the Bridge in a worker) when the view
+    comes within a screen of the top or the bottom of what is mounted, and unmounts messages at
+    the other end once over the bound, so every message is reachable and a long session costs what
+    the window costs. Home and End jump to the first and the last message. The messages of the
+    running turn are never unmounted (they learn their seqs, which pages start from, at its end).
+    """
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding(
+            "home",
+            "first_message",
+            "first message",
+            id="messages.first",
+            tooltip="Jump to the session's first message",
+            show=False,
+        ),
+        Binding(
+            "end",
+            "last_message",
+            "last message",
+            id="messages.last",
+            tooltip="Jump to the newest message",
+            show=False,
+        ),
+    ]
+
+    class PageWanted(Message):
+        """The list needs a page of stored history to show (the screen has the Bridge read it)."""
+
+        def __init__(self, request: PageRequest) -> None:
+            super().__init__()
+            self.request = request
+
+    class PromptWanted(Message):
+        """The message cursor went past the newest message: typing goes on in the prompt."""
 
     def __init__(self) -> None:
         super().__init__(id="messages")
         self._hint = Static("", classes="hint")
+        self._older = Static(Text(OLDER_HINT), classes="earlier")
+        self._older.display = False
+        self.has_older = False
+        """Whether stored history goes on above the first mounted message."""
+        self.has_newer = False
+        """Whether stored history goes on below the last mounted message (the window was cut there)."""
+        self.pending: PageRequest | None = None
+        """The page asked for and not shown yet (one at a time)."""
+        self._settling = False
+        """A page was just mounted and the view is not back in place yet."""
 
     def compose(self) -> Iterable[Widget]:
         yield self._hint
+        yield self._older
 
     def watch_virtual_size(self, size: Size) -> None:
         # Anchored, new content keeps the view at the end until the user scrolls up. Anchoring
         # only once the messages overflow keeps a short conversation at the top (Textual aligns an
         # anchored view's content to the bottom). Compared with the widget's own height because
         # container_size is still stale here (zero at first).
-        if not self.is_anchored and self.size.height and size.height > self.size.height:
+        # A window cut above the end has nothing to follow.
+        overflows = bool(self.size.height) and size.height > self.size.height
+        if not self.is_anchored and not self.has_newer and overflows:
             self.anchor()
+
+    def watch_scroll_y(self, old_value: float, new_value: float) -> None:
+        super().watch_scroll_y(old_value, new_value)
+        self.want_more()
 
     @property
     def blocks(self) -> list[MessageBlock]:
@@ -231,41 +320,235 @@ class MessageList(VerticalScroll):
         """The text shown while the conversation is empty."""
         self._hint.update(Text(text))
 
-    async def show_history(self, items: Sequence[HistoryItem]) -> None:
-        """Replace the conversation with stored history (the last MAX_BLOCKS messages of it)."""
-        await self.clear()
-        hidden = max(0, len(items) - MAX_BLOCKS)
-        widgets: list[Widget] = []
-        if hidden:
-            noun = "message" if hidden == 1 else "messages"
-            widgets.append(Static(Text(f"{hidden:,} earlier {noun} not shown"), classes="earlier"))
-        for item in items[hidden:]:
-            widgets.append(
-                MessageBlock(
-                    item.role,
-                    item.text,
-                    notes=item.notes,
-                    parts=item.parts,
-                    seq=item.seq,
-                    last_seq=item.last_seq,
-                )
-            )
-            if item.marker:
-                widgets.append(marker_line(item.marker))
-        self._hint.display = not widgets
+    # -- pages of stored history --------------------------------------------------------------
+
+    def want_more(self) -> None:
+        """Ask for the next page when the view is within a screen of either end of the window
+        (called as it scrolls, and by PageUp/PageDown, which do not scroll a short window)."""
+        if self.pending is not None or self._settling or not self.is_mounted:
+            return
+        margin = max(self.size.height, 1)
+        blocks = self.blocks
+        if not blocks:
+            return
+        first, last = blocks[0].seq, blocks[-1].last_seq
+        if self.has_older and self.scroll_y <= margin and first is not None:
+            self._ask(PageRequest(Direction.OLDER, first))
+        elif self.has_newer and self.scroll_y >= self.max_scroll_y - margin and last is not None:
+            self._ask(PageRequest(Direction.NEWER, last))
+
+    def _ask(self, request: PageRequest) -> None:
+        self.pending = request
+        if request.direction is Direction.OLDER and not request.replaces:
+            self._older.update(Text(LOADING_OLDER))
+        self.post_message(self.PageWanted(request))
+
+    def action_first_message(self) -> None:
+        """Home: the session's first message (its first page replaces the window when not mounted)."""
+        if self.has_older:
+            self._ask(FIRST_PAGE)
+        else:
+            self.scroll_home(animate=False)
+
+    def action_last_message(self) -> None:
+        """End: the newest message (the newest page replaces the window when not mounted)."""
+        if self.has_newer:
+            self._ask(NEWEST_PAGE)
+        else:
+            self.scroll_end(animate=False)
+
+    async def show_history(self, items: Sequence[HistoryItem], *, has_older: bool = False) -> None:
+        """Replace the conversation with the newest page of stored history; `has_older` says that
+        more lies before it (loaded when the user scrolls up)."""
+        await self.show_page(NEWEST_PAGE, items, more=has_older)
+
+    async def show_page(self, request: PageRequest, items: Sequence[HistoryItem], *, more: bool) -> None:
+        """Show a page read for `request`; `more` says whether history goes on beyond it. A page
+        the list no longer waits for (a newer request replaced it) is dropped."""
+        if request.replaces:
+            if self.pending is not None and self.pending != request:
+                return  # another jump was asked for since
+            self.pending = None
+            await self._replace(request, items, more)
+        elif request != self.pending:
+            return
+        else:
+            self.pending = None
+            blocks = self.blocks
+            edge = (blocks[0].seq if blocks else None) if request.direction is Direction.OLDER else None
+            if request.direction is Direction.NEWER and blocks:
+                edge = blocks[-1].last_seq
+            if edge != request.seq:
+                # The window moved since it was asked for (its other end was cut): not adjacent now.
+                self.call_after_refresh(self.want_more)
+                return
+            if request.direction is Direction.OLDER:
+                await self._prepend(items, more)
+            else:
+                await self._append(items, more)
+        self._older.update(Text(OLDER_HINT))
+        self._older.display = self.has_older
+        self._hint.display = not self.blocks
+        # The page may leave the view near an end still (a short page): ask again after layout.
+        self.call_after_refresh(self.want_more)
+
+    async def _replace(self, request: PageRequest, items: Sequence[HistoryItem], more: bool) -> None:
+        await self._remove_entries(self._entries())
+        at_start = request.direction is Direction.NEWER
+        self.has_older, self.has_newer = (False, more) if at_start else (more, False)
+        self.anchor(False)
+        await self.mount_all(_widgets(items))
+        if at_start:
+            self.scroll_home(animate=False, immediate=True)
+        else:
+            self.scroll_end(animate=False, immediate=True)
+
+    async def _prepend(self, items: Sequence[HistoryItem], more: bool) -> None:
+        self.has_older = more
+        widgets = _widgets(items)
+        blocks = self.blocks
+        if not widgets or not blocks:
+            return
+        # The message that was at the top stays where it was on screen while the page mounts above it.
+        kept = blocks[0]
+        offset = kept.virtual_region.y - self.scroll_y
+        await self.mount_all(widgets, before=kept)
+        if await self._trim(from_top=False):
+            self.has_newer = True
+            self.anchor(False)
+        self._keep_in_place(kept, offset)
+
+    async def _append(self, items: Sequence[HistoryItem], more: bool) -> None:
+        self.has_newer = more
+        widgets = _widgets(items)
+        if not widgets:
+            return
+        kept = self.blocks[-1]
+        offset = kept.virtual_region.y - self.scroll_y
         await self.mount_all(widgets)
-        self.scroll_end(animate=False)
+        if await self._trim(from_top=True):
+            self.has_older = True
+        self._keep_in_place(kept, offset)
+
+    def _keep_in_place(self, kept: Widget, offset: float) -> None:
+        """Scroll, once laid out, so that `kept` is `offset` rows below the top again; no page is
+        asked for until then (the view is briefly where the old layout left it)."""
+        self._settling = True
+
+        def restore() -> None:
+            self._settling = False
+            self.scroll_to(y=kept.virtual_region.y - offset, animate=False, immediate=True)
+            self.want_more()
+
+        self.call_after_refresh(restore)
+
+    def _entries(self) -> list[Widget]:
+        """The mounted messages and their marker lines (not the hints)."""
+        return [child for child in self.children if child is not self._hint and child is not self._older]
+
+    async def _trim(self, *, from_top: bool) -> bool:
+        """Unmount messages (with their markers) at one end while over MAX_MOUNTED; never the
+        focused one or one without stored seqs (the running turn's). Whether any went."""
+        blocks = self.blocks
+        excess = len(blocks) - MAX_MOUNTED
+        if excess <= 0:
+            return False
+        entries = self._entries()
+        if not from_top:
+            entries.reverse()
+        doomed: list[Widget] = []
+        removed = 0
+        focused = self.screen.focused if self.is_attached else None
+        pending_markers: list[Widget] = []
+        for entry in entries:
+            if not isinstance(entry, MessageBlock):
+                # A marker belongs to the message above it.
+                pending_markers.append(entry)
+                if from_top:
+                    doomed.append(entry)
+                continue
+            if removed >= excess or entry.seq is None or entry.last_seq is None:
+                break
+            if focused is not None and (focused is entry or entry in focused.ancestors):
+                break
+            doomed.append(entry)
+            if not from_top:
+                doomed += pending_markers
+            pending_markers = []
+            removed += 1
+        if not doomed:
+            return False
+        await self.remove_children(doomed)
+        return True
+
+    async def _remove_entries(self, entries: Sequence[Widget]) -> None:
+        if entries:
+            await self.remove_children(entries)
 
     async def clear(self) -> None:
         """Remove every message; the empty-conversation hint shows again."""
-        await self.remove_children([child for child in self.children if child is not self._hint])
+        await self._remove_entries(self._entries())
+        self.has_older = self.has_newer = False
+        self.pending = None
+        self._older.display = False
         self._hint.display = True
         self.anchor(False)
 
     async def add_block(self, block: MessageBlock) -> MessageBlock:
+        """Mount a live message at the end; a window cut above the end first gives way to the
+        newest messages, which the live one follows (what is older stays a scroll away)."""
+        if self.has_newer:
+            await self._remove_entries(self._entries())
+            self.has_older, self.has_newer = True, False
+            self._older.display = True
+            self.pending = None
         self._hint.display = False
         await self.mount(block)
         return block
 
     async def add_marker(self, text: str) -> None:
         await self.mount(marker_line(text))
+
+    # -- the message cursor ---------------------------------------------------------------------
+
+    def move_cursor(self, block: MessageBlock, step: int) -> None:
+        """Select the message `step` away from `block` (−1 the one above); past the newest, the
+        prompt. At the top of the window the view scrolls up, which loads the page above."""
+        blocks = self.blocks
+        try:
+            index = blocks.index(block)
+        except ValueError:
+            return
+        target = index + step
+        if 0 <= target < len(blocks):
+            blocks[target].focus()
+            blocks[target].scroll_visible(animate=False)
+        elif target >= len(blocks) and not self.has_newer:
+            self.post_message(self.PromptWanted())
+        else:
+            self.scroll_to(y=0 if step < 0 else self.max_scroll_y, animate=False)
+
+    def select_last(self) -> None:
+        """Select the newest message (from the prompt)."""
+        blocks = self.blocks
+        if blocks:
+            blocks[-1].focus()
+            blocks[-1].scroll_visible(animate=False)
+
+
+def _widgets(items: Sequence[HistoryItem]) -> list[Widget]:
+    widgets: list[Widget] = []
+    for item in items:
+        widgets.append(
+            MessageBlock(
+                item.role,
+                item.text,
+                notes=item.notes,
+                parts=item.parts,
+                seq=item.seq,
+                last_seq=item.last_seq,
+            )
+        )
+        if item.marker:
+            widgets.append(marker_line(item.marker))
+    return widgets

@@ -38,6 +38,10 @@ class Prompt(TextArea):
         def control(self) -> Prompt:
             return self.prompt
 
+    class MessagesWanted(Message):
+        """The user moved up out of the prompt (↑ while it is empty, or alt+↑): the message
+        cursor takes over at the newest message; what was typed stays."""
+
     def __init__(self) -> None:
         super().__init__(
             id="prompt",
@@ -60,6 +64,11 @@ class Prompt(TextArea):
             event.stop()
             event.prevent_default()
             self.post_message(self.Submitted(self, self.text))
+            return
+        if event.key == "alt+up" or (event.key == "up" and not self.text):
+            event.stop()
+            event.prevent_default()
+            self.post_message(self.MessagesWanted())
             return
         await super()._on_key(event)
 

@@ -234,8 +234,13 @@ class ShortenedBadge(Static):
             block.action_open()
 
 
-class ToolBlock(Vertical, can_focus=True):
-    """One tool call: running (`…`), finished (`✓` / `✗ …`), collapsed or expanded."""
+class ToolBlock(Vertical, can_focus=False):
+    """One tool call: running (`…`), finished (`✓` / `✗ …`), collapsed or expanded.
+
+    Not a focus stop of its own: the message cursor moves between messages, and a turn of seventy
+    tool calls would otherwise be seventy Tab stops. A block becomes one while it is selected (a
+    click, or `focus()`) and while Enter has opened its message's tool calls.
+    """
 
     # Beside the widget rather than in a screen's .tcss: a block looks the same wherever it is.
     DEFAULT_CSS = """
@@ -349,6 +354,17 @@ class ToolBlock(Vertical, can_focus=True):
     def from_item(cls, item: ToolItem) -> ToolBlock:
         """A block for a call of stored history (never running: its turn is over)."""
         return cls(item.call_id, item.name, item.arguments, item.outcome, running=False)
+
+    def focus(self, scroll_visible: bool = True) -> ToolBlock:
+        self.can_focus = True  # selected: a stop until the focus leaves it
+        super().focus(scroll_visible)
+        return self
+
+    def on_blur(self) -> None:
+        from foya_tui.ui.widgets.message_block import MessageBlock
+
+        message = self.parent
+        self.can_focus = isinstance(message, MessageBlock) and message.expanded
 
     # -- state -------------------------------------------------------------------------------
 
