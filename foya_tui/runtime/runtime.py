@@ -41,13 +41,16 @@ from foya_tui.runtime.session import RetryPolicy, Session, ToolRuntime
 from foya_tui.runtime.store import (
     CompactionStore,
     EventStore,
-    SessionLease,
     check_store,
     claim_session,
     database_fault,
     open_database,
     repair_store,
 )
+
+# The faces meet the lease through the Runtime (they never import the store): re-exported.
+from foya_tui.runtime.store import SessionBusy as SessionBusy
+from foya_tui.runtime.store import SessionLease as SessionLease
 from foya_tui.runtime.store.events import utc_now
 from foya_tui.runtime.store.search import ProgressCallback as IndexProgress
 from foya_tui.runtime.store.search import message_body, snippet

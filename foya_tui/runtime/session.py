@@ -328,10 +328,7 @@ class Session:
                 # Whatever already streamed was seen by the user: keep it in history.
                 self._append_reply("".join(progress.text), "", (), "error", None, view)
                 message = failure.message
-                if failure.kind is FailureKind.INPUT_OVERFLOW and not progress.output_started:
-                    # Nothing more could shrink and the provider is the final judge: say what is too large.
-                    message = f"{view.too_large()} ({failure.message})"
-                elif failure.kind is FailureKind.INPUT_OVERFLOW and progress.output_started:
+                if failure.kind is FailureKind.INPUT_OVERFLOW and progress.output_started:
                     # K-6: past the output boundary a replay could duplicate what was delivered.
                     message = (
                         f"{failure.message}; the reply had already started, so nothing was retried "
@@ -340,9 +337,13 @@ class Session:
                 elif failure.kind is FailureKind.INPUT_OVERFLOW and self._reactive_used:
                     # C-2: the one automatic recovery of this turn is spent; no loop of compactions.
                     message = (
-                        f"{failure.message}; the context was already compacted once in this turn, so "
-                        "it was not compacted again: send a message to continue, or compact by hand"
+                        f"{view.too_large()} ({failure.message}); the context was already compacted once "
+                        "in this turn, so it was not compacted again: send a message to continue, or "
+                        "compact by hand"
                     )
+                elif failure.kind is FailureKind.INPUT_OVERFLOW:
+                    # Nothing more could shrink and the provider is the final judge: say what is too large.
+                    message = f"{view.too_large()} ({failure.message})"
                 yield TurnFailed(self.id, message, str(failure.kind))
                 return None
             if finished is None:  # cancelled mid-stream

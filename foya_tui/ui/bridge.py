@@ -60,9 +60,8 @@ if TYPE_CHECKING:
     from foya_tui.runtime.model import Event
     from foya_tui.runtime.providers.client import CancelToken
     from foya_tui.runtime.providers.routes import Route
-    from foya_tui.runtime.runtime import Runtime
+    from foya_tui.runtime.runtime import Runtime, SessionLease
     from foya_tui.runtime.session import Session
-    from foya_tui.runtime.store.lease import SessionLease
     from foya_tui.ui.widgets.message_list import HistoryItem, PageRequest
 
 
@@ -346,7 +345,7 @@ class Bridge(Widget):
         or wrote to the session since the conversation was shown, a turn (`text` given) is refused
         — the conversation is reloaded first in the second case — and yields None; any other write
         raises SessionBusy, or goes on and reloads the conversation afterwards."""
-        from foya_tui.runtime.store.lease import SessionBusy
+        from foya_tui.runtime.runtime import SessionBusy
 
         try:
             lease = runtime.claim(session.id)

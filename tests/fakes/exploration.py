@@ -68,11 +68,11 @@ class ScenarioTally:
             if isinstance(update, ToolCallFinished):
                 self.steps += 1
             elif isinstance(update, CompactionFinished):
-                report = update.report
-                self.compactions[f"{report['trigger']}/{report['outcome']}/{report['producer']}"] += 1
-                self.compaction_requests += report["requests"]
+                result = update.result
+                self.compactions[f"{result.trigger}/{result.outcome}/{result.producer}"] += 1
+                self.compaction_requests += result.requests
                 compactions += 1
-                reactive += report["trigger"] == "provider"
+                reactive += result.trigger == "provider"
             elif isinstance(update, ContextSnipped):
                 self.snips[update.mode] += 1
                 self.snip_tokens_saved += update.tokens_saved

@@ -74,14 +74,15 @@ async def candidate_open(pilot: Pilot[None]) -> None:
 
 def test_inspector_with_two_checkpoints(snap_compare, history_app: tuple[Runtime, str]) -> None:
     """The inspector on foya-dark: header "Inspector · session 3f2a9c · 2 checkpoints · read from the
-    store". Left, CHECKPOINTS: "● 159f10dd… current  L2  1 seg  llm" in bold teal with "seg 1  seq
-    1–47" under it (highlighted), then "○ 3d1366ff… earlier  L0  3 seg  llm" with three segments
+    store". Left, CHECKPOINTS: "● 05f8aae9… current  L2  1 seg  llm" in bold teal with "seg 1  seq
+    1–48" under it (highlighted), then "○ 1610492b… earlier  L0  3 seg  llm" with three segments
     (seq 1–24, 25–34, 35–42) and a last line "○ (none) · the model sees the full history" in grey.
     Below, DIAGNOSTICS newest first, each naming its producer ("manual standalone llm"): a yellow
     "✗ failed" (rejected twice, C-9), two green "✓ accepted" with their sizes, a yellow "✗ rejected"
     (would not shrink); FINGERPRINTS 1/16 with the same reason; "BREAKER closed · 1/3 failed
-    summaries" (closed in green); ACCEPTED BOUNDARIES for foya-sim/large; REWOUND "seq 20–22 (rewind
-    at seq 23)". Right, "SEGMENT 1 · SEQ 1–47 · LEVEL 2 · 710 TOKENS" above the summary ("## Goal" …)
+    summaries" (closed in green); ACCEPTED BOUNDARIES for foya-sim/large; REWOUND "seq 21–23 (rewind
+    at seq 24)". Right, "SEGMENT 1 · SEQ 1–48 · LEVEL 2 · 768 TOKENS" above the summary ("## Goal: The
+    user asked: …")
     on a darker panel, the ledger counts in grey and "✓ valid · source … · route foya-sim/small
     (bde85c5f)". The footer offers esc close, u undo checkpoint, s source events, / find, ^k compact
     now, f5 refresh."""

@@ -18,6 +18,7 @@ from foya_tui.ui.screens.help import HelpScreen
 from foya_tui.ui.screens.inspector import InspectorScreen
 from foya_tui.ui.screens.tool_output import ToolOutputScreen
 from foya_tui.ui.widgets.message_block import MessageBlock
+from foya_tui.ui.widgets.message_list import MessageList
 from foya_tui.ui.widgets.prompt import Prompt
 from foya_tui.ui.widgets.tool_block import ToolBlock
 from tests.ui.screen_text import visible_text
@@ -27,6 +28,7 @@ WaitUntil = Callable[..., Awaitable[None]]
 DECLARING = (
     Prompt,
     MessageBlock,
+    MessageList,
     ToolBlock,
     InspectorScreen,
     ToolOutputScreen,

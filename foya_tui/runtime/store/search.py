@@ -195,7 +195,9 @@ def index_events_guarded(
         # failing RELEASE would drop the savepoint and leave the rows to fail again at COMMIT.
         database.execute_sql("SAVEPOINT foya_index_flush")
         database.execute_sql("RELEASE foya_index_flush")
-    except _DATABASE_ERRORS as exc:
+    except (*_DATABASE_ERRORS, MemoryError) as exc:
+        # sqlite3 raises MemoryError for SQLITE_NOMEM, which a damaged FTS5 block can give by
+        # claiming an absurd size: damage of the derived index, not of the machine.
         if not database.connection().in_transaction:
             raise
         database.execute_sql("ROLLBACK TO foya_index")

@@ -332,6 +332,7 @@ class ConversationScreen(TurnFlow, CompactionFlow, HistoryFlow, CommandFlow, Scr
         self._set_activity(None)
 
     def on_text_area_changed(self, message: Prompt.Changed) -> None:
+        self._follow_completions(message)
         # The provider library loads while the first message is typed, not when the screen opens:
         # an import in progress holds the module locks Textual's shutdown needs, so a quit right
         # after opening would wait for it (tests/bench/bench_tui_scale.py), and opening would

@@ -60,7 +60,8 @@ class CommandFlow(ConversationHost):
         else:
             await self.run_action(submission.run)
 
-    def on_text_area_changed(self, event: TextArea.Changed) -> None:
+    def _follow_completions(self, event: TextArea.Changed) -> None:
+        """The prompt changed: the slash completions follow what is typed."""
         if isinstance(event.text_area, Prompt):
             self.query_one(SlashCompletions).follow(event.text_area.text)
             self.refresh_bindings()  # Tab and ↑/↓ complete only while the list shows
