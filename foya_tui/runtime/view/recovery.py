@@ -26,6 +26,9 @@ from foya_tui.runtime.view.checkpoint import (
 )
 from foya_tui.runtime.view.history import message_role, rewound
 
+FIRST_EVENT_BATCH = 32
+"""Events read at a time while looking for the first valid one (P-2's start check)."""
+
 
 @dataclass(frozen=True)
 class CheckpointRecord:
@@ -112,13 +115,21 @@ class CheckpointReader:
         )
 
     def _first_valid_seq(self, session_id: str, through_seq: int) -> int | None:
-        """The first valid (readable, not rewound) event at or before `through_seq`: a checkpoint
-        that starts where it should reads one event here."""
-        for event in self._events.events(session_id, through_seq=max(1, through_seq)):
-            if event.problem is not None:
-                continue
-            if not rewound(event.seq, self._events.rewinds_after(session_id, event.seq)):
-                return event.seq
+        """The first valid (readable, not rewound) event at or before `through_seq`. Read forwards
+        in small batches from the start: a checkpoint that starts where it should costs one short
+        read here, never a pass over the history it covers."""
+        rewinds = self._events.rewinds_after(session_id, 0)
+        cursor = 0
+        while cursor < through_seq:
+            batch = self._events.events_after(session_id, cursor, FIRST_EVENT_BATCH)
+            for event in batch:
+                if event.seq > max(1, through_seq):
+                    return None
+                if event.problem is None and not rewound(event.seq, rewinds):
+                    return event.seq
+            if len(batch) < FIRST_EVENT_BATCH:
+                return None
+            cursor = batch[-1].seq
         return None
 
     def validate(self, session_id: str, raw: object) -> Checkpoint:
