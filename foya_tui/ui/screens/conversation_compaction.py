@@ -9,19 +9,12 @@ after a confirmation. Each ends with a notification, and refreshes an open inspe
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from foya_tui.ui.messages import CompactionEnded, CompactionProposed, CompactionStaged, CompactionUndone
 from foya_tui.ui.screens.conversation_host import ConversationHost
 from foya_tui.ui.screens.conversation_state import Activity
 from foya_tui.ui.widgets.budget_meter import compaction_ended, compaction_running
-from foya_tui.ui.widgets.outcome_notes import compaction_note
+from foya_tui.ui.widgets.outcome_notes import compaction_note, compaction_notice
 from foya_tui.ui.widgets.prompt import Prompt
-
-if TYPE_CHECKING:
-    from textual.notifications import SeverityLevel
-
-    from foya_tui.runtime.compaction.attempt import CompactionResult
 
 
 class CompactionFlow(ConversationHost):
@@ -128,24 +121,3 @@ class CompactionFlow(ConversationHost):
         self.notify(f"Checkpoint {short_id(message.undone_id)} undone; {restored}.", markup=False)
         self._set_activity(None)
         self._refresh_inspector()
-
-
-def compaction_notice(result: CompactionResult, *, declined: bool = False) -> tuple[str, SeverityLevel]:
-    """One line for a notification about how a compaction ended, and its severity."""
-    from foya_tui.ui.widgets.budget_meter import one_line
-    from foya_tui.ui.widgets.checkpoint_tree import counted
-
-    outcome = str(result.outcome)
-    reason = one_line(result.reason)
-    if outcome == "accepted":
-        after = result.tokens_after or 0
-        shape = f"{counted(result.segments or 0, 'segment', 'segments')}, level {result.level or 0}"
-        return f"Context compacted: {result.tokens_before:,} → {after:,} tokens ({shape}).", "information"
-    if declined:
-        return "Compaction declined; nothing was committed.", "information"
-    if outcome == "cancelled":
-        return "Compaction cancelled; nothing was written.", "information"
-    if outcome == "nothing_to_compact":
-        return f"Nothing to compact: {reason}.", "information"
-    severity: SeverityLevel = "error" if outcome == "failed" else "warning"
-    return f"Compaction {outcome.replace('_', ' ')}: {reason}", severity

@@ -21,12 +21,11 @@ from foya_tui.ui.messages import (
     TurnRecorded,
     TurnRefused,
 )
-from foya_tui.ui.screens.conversation_compaction import compaction_notice
 from foya_tui.ui.screens.conversation_host import ConversationHost
 from foya_tui.ui.screens.conversation_state import Activity
 from foya_tui.ui.widgets.budget_meter import compaction_ended, compaction_running
 from foya_tui.ui.widgets.message_block import MessageBlock, handoff_note, snip_note
-from foya_tui.ui.widgets.outcome_notes import compaction_note
+from foya_tui.ui.widgets.outcome_notes import compaction_note, compaction_notice
 from foya_tui.ui.widgets.prompt import Prompt
 
 if TYPE_CHECKING:

@@ -1,5 +1,6 @@
-"""Provides the dim note a compaction leaves in the conversation: when it ran, why (trigger), the
-tokens before → after and who made the checkpoint, or why it failed. Built from how the
+"""Provides what is said when a compaction ends: the one-line notification, and the dim note it
+leaves in the conversation (when it ran, why, the tokens before → after and who made the
+checkpoint, or why it failed). Built from how the
 compaction ended, live or read back from its stored diagnostic event, so a resumed session shows the
 same line as the live one did (message_list.context_note reads the event; the turn and compaction
 flows the live result)."""
@@ -11,6 +12,8 @@ from typing import TYPE_CHECKING
 from foya_tui.ui.widgets.message_block import ContextNote
 
 if TYPE_CHECKING:
+    from textual.notifications import SeverityLevel
+
     from foya_tui.runtime.compaction.attempt import CompactionResult
 
 TRIGGERS = {
@@ -39,3 +42,24 @@ def compaction_note(result: CompactionResult) -> ContextNote | None:
         return ContextNote(f"context · compacted ({why}): {before:,} → {after:,} tokens{made_by}")
     reason = one_line(result.reason)
     return ContextNote(f"context · compaction {outcome} ({why}): {reason} · the context was kept")
+
+
+def compaction_notice(result: CompactionResult, *, declined: bool = False) -> tuple[str, SeverityLevel]:
+    """One line for a notification about how a compaction ended, and its severity."""
+    from foya_tui.ui.widgets.budget_meter import one_line
+    from foya_tui.ui.widgets.checkpoint_tree import counted
+
+    outcome = str(result.outcome)
+    reason = one_line(result.reason)
+    if outcome == "accepted":
+        after = result.tokens_after or 0
+        shape = f"{counted(result.segments or 0, 'segment', 'segments')}, level {result.level or 0}"
+        return f"Context compacted: {result.tokens_before:,} → {after:,} tokens ({shape}).", "information"
+    if declined:
+        return "Compaction declined; nothing was committed.", "information"
+    if outcome == "cancelled":
+        return "Compaction cancelled; nothing was written.", "information"
+    if outcome == "nothing_to_compact":
+        return f"Nothing to compact: {reason}.", "information"
+    severity: SeverityLevel = "error" if outcome == "failed" else "warning"
+    return f"Compaction {outcome.replace('_', ' ')}: {reason}", severity
