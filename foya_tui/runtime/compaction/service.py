@@ -19,9 +19,8 @@ makes the checkpoint without a model.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
 
 from foya_tui.runtime.compaction.acceptance import (
     GATE_MAX_TOKENS,
@@ -40,13 +39,11 @@ from foya_tui.runtime.compaction.attempt import (
     ProgressCallback,
     Proposal,
 )
-from foya_tui.runtime.compaction.chunking import (
-    Chunk,
-    ShrinkingTranscript,
-    chunks_of,
-    fits,
-    merge_segments,
-    summary_input_limit,
+from foya_tui.runtime.compaction.candidates import (
+    appends,
+    candidate_checkpoint,
+    fallback_candidate,
+    text_candidate,
 )
 from foya_tui.runtime.compaction.failures import (
     BreakerState,
@@ -58,20 +55,9 @@ from foya_tui.runtime.compaction.failures import (
     failure_fingerprint,
     normalised_workspace,
 )
-from foya_tui.runtime.compaction.fallback import fallback_summary
 from foya_tui.runtime.compaction.hook import hook_veto
 from foya_tui.runtime.compaction.native import NativeCompactor, NativeUnavailable
 from foya_tui.runtime.compaction.planner import NothingToCompact, Plan, plan_compaction
-from foya_tui.runtime.compaction.summary import (
-    SYSTEM_PROMPT,
-    Anchor,
-    PreviousSummary,
-    SummaryContext,
-    context_tokens,
-    earlier_context,
-    request_anchor,
-    request_messages,
-)
 from foya_tui.runtime.compaction.text import (
     CompactionCancelled,
     Compactor,
@@ -87,18 +73,16 @@ from foya_tui.runtime.providers.routes import Route
 from foya_tui.runtime.providers.summary_format import HANDOFF_MARKER
 from foya_tui.runtime.store import CompactionStore, EventStore
 from foya_tui.runtime.text import content_text
-from foya_tui.runtime.tokens import TOKENS_PER_MESSAGE, TokenCounter, counter_for_model, message_text
+from foya_tui.runtime.tokens import TOKENS_PER_MESSAGE, counter_for_model, message_text
 from foya_tui.runtime.view.checkpoint import (
-    MAX_SEGMENTS,
     Checkpoint,
     CheckpointError,
     Phase,
     ProjectionKind,
-    Segment,
     check_structure,
 )
-from foya_tui.runtime.view.history import LogEntry, valid_events
-from foya_tui.runtime.view.ledger import Ledger, extract_ledger, ledger_budget_chars
+from foya_tui.runtime.view.history import valid_events
+from foya_tui.runtime.view.ledger import extract_ledger, ledger_budget_chars
 from foya_tui.runtime.view.snapshot import HistorySnapshot
 from foya_tui.settings import CompactionSettings
 
@@ -108,26 +92,9 @@ FALLBACK_SHARE = 0.35
 """Share of the input budget the deterministic fallback's checkpoint may fill (K-10)."""
 FALLBACK_SOURCE_SHARE = 0.6
 """Share of the covered messages' tokens the fallback may keep: it must shrink what it replaces."""
-ANCHOR_SHARE = 0.15
-"""Share of a summary request's limit the anchor may take; a larger one keeps head and tail."""
-EARLIER_SHARE = 0.1
-"""Share of a summary request's limit reserved for the earlier segments whenever a request
-summarises after an earlier segment; each request also gives them the room its chunk leaves, and
-shows a digest when even that is not enough."""
 _MESSAGE_KINDS = frozenset(
     {EventKind.USER_MESSAGE, EventKind.ASSISTANT_MESSAGE, EventKind.TOOL_RESULT, EventKind.IMPORTED_MESSAGE}
 )
-
-
-def _appends(base: Checkpoint | None, current: Checkpoint | None, plan: Plan) -> bool:
-    """SPEC C-10: new coverage is appended as a segment while the text checkpoint it builds on is
-    the current one, the anchor is unchanged and it has fewer than 4 segments."""
-    return (
-        base is not None
-        and base is current
-        and plan.anchor_seq == base.head_anchor_seq
-        and len(base.segments) < MAX_SEGMENTS
-    )
 
 
 FALLBACK_ROUNDS = 4
@@ -608,131 +575,21 @@ class CompactionService:
         cancel: CancelToken,
         attempt: Attempt,
     ) -> Checkpoint:
-        """A text checkpoint made by the summariser on `route` (the summary route), building on the
-        portable text checkpoint `base`; its lineage parent is the session's current checkpoint."""
-        current = snapshot.current
-        requests = attempt.requests
-        counter = counter_for_model(route.model)
-        limit = summary_input_limit(budget, self._settings.summary_max_tokens)
-        covered = self._covered_events(snapshot.session_id, plan)
-        ledger_chars = ledger_budget_chars(budget.window, self._settings.ledger_chars)
-        ledger = extract_ledger(covered, ledger_chars, earlier=base.ledger if base is not None else None)
-        append = _appends(base, current, plan)
-        previous = [
-            PreviousSummary(s.index, s.from_seq, s.through_seq, s.level, s.text)
-            for s in (base.segments if base is not None else ())
-        ]
-        # K-12: every request carries the anchor, and the earlier segments read-only; their room is
-        # planned here, so that no request exceeds the limit whatever it carries.
-        anchor = self._anchor(snapshot, plan, counter, int(limit * ANCHOR_SHARE))
-        overhead = (
-            counter.count(SYSTEM_PROMPT)
-            + counter.count("\n".join(t for _, t in ledger.must_mention()))
-            + context_tokens(SummaryContext(anchor), counter)
-            + 64
-        )
-        message_chars = self._settings.transcript_message_chars
-        chunks = chunks_of(snapshot, plan, covered, counter, limit - overhead, message_chars)
-        earlier_room = 0
-        # Reserved for the segments of the checkpoint this one extends; the summaries of earlier
-        # chunks of this compaction get the room their own chunk leaves.
-        if previous:
-            earlier_room = int(limit * EARLIER_SHARE)
-            chunks = chunks_of(
-                snapshot, plan, covered, counter, limit - overhead - earlier_room, message_chars
-            )
-        # The segments before the next chunk's: the base's, then those made so far here.
-        earlier: list[PreviousSummary] = list(previous)
-        # Chunks (and merges, see `chunking.merge_segments`) are necessary requests; `max_requests`
-        # bounds repairs and back-offs on top of them.
-        requests.limit = self._settings.max_requests + len(chunks)
-        repaired = False
-        total = len(chunks)
-
-        def summarise(index: int, previous_part: Sequence[PreviousSummary], chunk: Chunk | None) -> str:
-            nonlocal repaired
-            if cancel.cancelled:
-                raise CompactionCancelled()
-            attempt.report(Stage.SUMMARISING, f"{index}/{total}" if total > 1 else "")
-            chunk_ledger = (
-                extract_ledger(chunk.events, ledger_chars).requiring(
-                    ledger, chunk.from_seq, chunk.through_seq
-                )
-                if chunk is not None and not previous_part
-                else ledger
-            )
-            # The events this summary stands for: its chunk, and the summaries it merges.
-            first = previous_part[0].from_seq if previous_part else chunk.from_seq  # type: ignore[union-attr]
-            last = chunk.through_seq if chunk is not None else previous_part[-1].through_seq
-            inputs = ShrinkingTranscript(snapshot.entries, chunk, counter) if chunk is not None else None
-            # A chunk summarised on its own reads the segments before it, in the reserve and in
-            # whatever room its transcript leaves; a rewrite or a merge has them as its input already.
-            spare = (
-                max(0, limit - overhead - earlier_room - counter.count("\n".join(chunk.lines)))
-                if chunk is not None
-                else 0
-            )
-            shown, digest = (
-                earlier_context(earlier, counter, earlier_room + spare) if not previous_part else ((), False)
-            )
-            context = SummaryContext(anchor, shown, digest)
-
-            def build(reasons: Sequence[str], shrink: int) -> tuple[dict[str, Any], ...] | None:
-                lines: Sequence[str] = ()
-                if inputs is not None:
-                    found = inputs.at(shrink)
-                    if found is None:
-                        return None
-                    lines = found
-                elif shrink:
-                    return None  # a merge has no transcript to shrink: the plan backs off instead
-                return request_messages(
-                    from_seq=chunk.from_seq if chunk is not None else first,
-                    through_seq=last,
-                    transcript=lines,
-                    previous=previous_part,
-                    ledger=chunk_ledger,
-                    repair_reasons=reasons,
-                    context=context,
-                )
-
-            summary = self._compactor.summarise(route, build, chunk_ledger, (first, last), cancel, requests)
-            repaired = repaired or summary.repaired
-            return summary.text
-
-        segments: list[tuple[int, int, int, str]]  # (from, through, level, text)
-        top_level = base.level if base is not None else 0
-        if not append and previous and total == 1 and fits(previous, chunks[0], counter, limit - overhead):
-            # One session-level rewrite over the old summary and the new events (C-10).
-            text = summarise(1, previous, chunks[0])
-            segments = [(previous[0].from_seq, plan.through_seq, top_level + 1, text)]
-        else:
-            fresh = []
-            for i, c in enumerate(chunks, start=1):
-                made = (c.from_seq, c.through_seq, 0, summarise(i, (), c))
-                fresh.append(made)
-                earlier.append(PreviousSummary(len(earlier) + 1, *made))
-            segments = [(s.from_seq, s.through_seq, s.level, s.text) for s in previous] + fresh
-            # More than 4 segments, or an anchor change: one session-level summary over them all.
-            if len(segments) > MAX_SEGMENTS or (previous and not append):
-                segments = [merge_segments(segments, counter, limit - overhead, requests, summarise)]
-        producer = Producer.REPAIRED if repaired else Producer.LLM
-        checkpoint = self._checkpoint(
+        """The text summariser's candidate on `route` (see candidates.text_candidate)."""
+        return text_candidate(
             snapshot,
             base,
             plan,
             route,
+            budget,
             source,
-            producer,
-            ledger,
-            segments=tuple(
-                Segment(index, from_seq, through_seq, level, text, counter.count(text))
-                for index, (from_seq, through_seq, level, text) in enumerate(segments, start=1)
-            ),
+            cancel,
+            attempt,
+            covered=self._covered_events(snapshot.session_id, plan),
+            compactor=self._compactor,
+            settings=self._settings,
+            now=self._events.timestamp,
         )
-        check_structure(checkpoint)
-        attempt.producer = producer
-        return checkpoint
 
     def _native_candidate(
         self,
@@ -780,8 +637,16 @@ class CompactionService:
             ledger_budget_chars(before.budget.window, self._settings.ledger_chars),
             earlier=applicable.ledger if applicable is not None else None,
         )
-        candidate = self._checkpoint(
-            snapshot, applicable, plan, route, source, Producer.NATIVE, ledger, native_state=native.state
+        candidate = candidate_checkpoint(
+            snapshot,
+            applicable,
+            plan,
+            route,
+            source,
+            Producer.NATIVE,
+            ledger,
+            created_at=self._events.timestamp(),
+            native_state=native.state,
         )
         try:
             check_structure(candidate)
@@ -814,7 +679,7 @@ class CompactionService:
             ledger_budget_chars(before.budget.window, self._settings.ledger_chars),
             earlier=base.ledger if base is not None else None,
         )
-        append = _appends(base, current, plan)
+        append = appends(base, current, plan)
         absorbed = "" if append or base is None else "\n\n".join(s.text for s in base.segments)
         covered_tokens = sum(
             TOKENS_PER_MESSAGE + counter.count(message_text(entry.openai))
@@ -841,8 +706,19 @@ class CompactionService:
         smallest: _Measured | None = None
         for _ in range(FALLBACK_ROUNDS):
             try:
-                candidate = self._fallback_candidate(
-                    snapshot, base, plan, route, source, ledger, anchor, absorbed, why, append, budget_tokens
+                candidate = fallback_candidate(
+                    snapshot,
+                    base,
+                    plan,
+                    route,
+                    source,
+                    ledger,
+                    anchor,
+                    absorbed,
+                    why,
+                    append,
+                    budget_tokens,
+                    created_at=self._events.timestamp(),
                 )
             except CheckpointError as exc:
                 return self._end(attempt, Outcome.FAILED, f"the fallback made an invalid checkpoint: {exc}")
@@ -866,114 +742,6 @@ class CompactionService:
             return self._accept(snapshot, candidate, route, before, source, attempt, gates=False)
         except _PathFailed as failed:
             return failed.result
-
-    def _fallback_candidate(
-        self,
-        snapshot: HistorySnapshot,
-        base: Checkpoint | None,
-        plan: Plan,
-        route: Route,
-        source: str,
-        ledger: Ledger,
-        anchor: LogEntry | None,
-        absorbed: str,
-        why: str,
-        append: bool,
-        budget_tokens: int,
-    ) -> Checkpoint:
-        """One deterministic checkpoint for `plan` within `budget_tokens` (raises CheckpointError)."""
-        counter = counter_for_model(route.model)
-        made = fallback_summary(
-            snapshot.entries,
-            plan,
-            active_task=anchor,
-            previous_text=absorbed,
-            reason=why,
-            counter=counter,
-            budget_tokens=budget_tokens,
-            count_ledger=lambda: counter.count(ledger.render()),
-        )
-        if append and base is not None:
-            segments = [
-                *base.segments,
-                Segment(
-                    len(base.segments) + 1,
-                    plan.from_seq,
-                    plan.through_seq,
-                    0,
-                    made.text,
-                    counter.count(made.text),
-                ),
-            ]
-        else:
-            first = base.segments[0].from_seq if base is not None and base.segments else plan.from_seq
-            level = base.level + 1 if base is not None else 0
-            segments = [Segment(1, first, plan.through_seq, level, made.text, counter.count(made.text))]
-        candidate = self._checkpoint(
-            snapshot,
-            base,
-            plan,
-            route,
-            source,
-            Producer.FALLBACK,
-            ledger,
-            segments=tuple(segments),
-            kept=made.kept_messages,
-        )
-        check_structure(candidate)
-        return candidate
-
-    def _checkpoint(
-        self,
-        snapshot: HistorySnapshot,
-        base: Checkpoint | None,
-        plan: Plan,
-        route: Route,
-        source: str,
-        producer: Producer,
-        ledger: Ledger,
-        *,
-        segments: tuple[Segment, ...] = (),
-        kept: tuple[Mapping[str, Any], ...] = (),
-        native_state: Mapping[str, Any] | None = None,
-    ) -> Checkpoint:
-        """A candidate (id set, sizes still 0) covering `plan` on top of `base`, whose lineage parent
-        is the session's current checkpoint, whichever path made it."""
-        current = snapshot.current
-        return Checkpoint(
-            id="",
-            previous_id=current.id if current is not None else None,
-            session_id=snapshot.session_id,
-            through_seq=plan.through_seq,
-            source_digest=source,
-            head_anchor_seq=plan.anchor_seq,
-            phase=plan.phase,
-            projection_kind=ProjectionKind.TEXT if native_state is None else ProjectionKind.NATIVE,
-            level=max((segment.level for segment in segments), default=0),
-            segments=segments,
-            route_id=route.id,
-            model=route.model,
-            created_at=self._events.timestamp(),
-            tokens_before=0,
-            tokens_after=0,
-            covered_messages=(base.covered_messages if base is not None else 0)
-            + sum(unit.last - unit.first + 1 for unit in plan.units),
-            producer=str(producer),
-            ledger=ledger,
-            native_state=native_state,
-            kept_messages=kept,
-        ).with_id()
-
-    def _anchor(
-        self, snapshot: HistorySnapshot, plan: Plan, counter: TokenCounter, room: int
-    ) -> Anchor | None:
-        """The plan's head anchor as summary requests carry it (None: the session has no request)."""
-        index = snapshot.anchor_index
-        if plan.anchor_seq is None or index is None or index >= len(snapshot.entries):
-            return None
-        entry = snapshot.entries[index]
-        text = content_text(entry.openai.get("content"))
-        return request_anchor(entry.seq, text, counter, room) if text.strip() else None
 
     def _covered_events(self, session_id: str, plan: Plan) -> list[Event]:
         """The valid message events the plan newly covers, as stored."""
