@@ -49,11 +49,12 @@ from foya_tui.runtime.store import (
 )
 
 # The faces meet the lease through the Runtime (they never import the store): re-exported.
+from foya_tui.runtime.store import SearchIndexDamaged as SearchIndexDamaged
 from foya_tui.runtime.store import SessionBusy as SessionBusy
 from foya_tui.runtime.store import SessionLease as SessionLease
 from foya_tui.runtime.store.events import utc_now
 from foya_tui.runtime.store.search import ProgressCallback as IndexProgress
-from foya_tui.runtime.store.search import message_body, snippet
+from foya_tui.runtime.store.search import index_stale_reason, message_body, snippet
 from foya_tui.runtime.tools import default_registry
 from foya_tui.runtime.tools.approval import ApprovalPolicy, Approver
 from foya_tui.runtime.transcripts import parse_transcript
@@ -490,6 +491,12 @@ class Runtime:
             tokenizer = key.partition("/")[0]
             done += (f"deleted {len(seqs):,} wrong token count(s) ({tokenizer}); they are counted again",)
         return done
+
+    def search_index_problem(self) -> str | None:
+        """Why the search index cannot answer now (marked out of date: a write that could not index,
+        a rebuild cut short), or None. One read: damage that nothing noticed yet shows on a search
+        (SearchIndexDamaged) or in `verify`."""
+        return index_stale_reason(self._database.connection)
 
     def search(self, id_or_prefix: str, query: str, *, limit: int = 50) -> list[RecallHit]:
         """Events of a session's valid history matching `query`, newest first, each with the

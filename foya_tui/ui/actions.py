@@ -409,6 +409,14 @@ ACTIONS: tuple[UserAction, ...] = (
         where="in the inspector",
     ),
     UserAction(
+        "store.repair",
+        Intent.FIND,
+        "rebuild the search index when it is out of date (history itself is never touched)",
+        run="repair_store",
+        palette="search index: rebuild",
+        slash=Slash("repair"),
+    ),
+    UserAction(
         "output.find",
         Intent.FIND,
         "find text in a full result (Enter or n: next match)",

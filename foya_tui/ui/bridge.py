@@ -14,6 +14,7 @@ event's full text.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
@@ -30,6 +31,7 @@ from foya_tui.ui.messages import (
     CompactionStaged,
     CompactionUndone,
     ContextReported,
+    ForeignEventsFound,
     HistoryEventRead,
     HistoryPageRead,
     HistoryReadFailed,
@@ -40,6 +42,7 @@ from foya_tui.ui.messages import (
     RoutesListed,
     RouteSwitched,
     RuntimeUpdated,
+    SearchIndexStale,
     SessionCreated,
     SessionForked,
     SessionInspected,
@@ -47,6 +50,8 @@ from foya_tui.ui.messages import (
     SessionRewound,
     SourceEventsRead,
     StepsRecorded,
+    StoreRepaired,
+    StoreRepairProgressed,
     ToolResultRead,
     ToolResultRecorded,
     TurnRecorded,
@@ -115,6 +120,10 @@ class Bridge(Widget):
 
     DEFAULT_CSS = "Bridge { display: none; }"
 
+    FOREIGN_POLL_SECONDS: float = 2.0
+    """How often an idle conversation looks for events another Foya appended (one indexed query);
+    0 turns the look off (tests that stage a foreign write before a send)."""
+
     def __init__(self, runtime: Runtime | Callable[[], Runtime], *, model: str | None = None) -> None:
         """`runtime` may be a factory: `foya` passes one, so that importing the runtime and opening
         the database happen in a worker after the first frame, not before it."""
@@ -130,6 +139,57 @@ class Bridge(Widget):
         self._shown_seq = 0
         """The newest seq of the open session that the conversation shows: a larger one in the store
         was written by another Foya (the session lease makes writes exclusive, not invisible)."""
+        # This process's writes in progress, so that the idle look never takes them for another's.
+        self._writes_guard = threading.Lock()
+        self._writes_in_progress = 0
+
+    def on_mount(self) -> None:
+        if self.FOREIGN_POLL_SECONDS > 0:
+            self.set_interval(self.FOREIGN_POLL_SECONDS, self._look_for_foreign_events)
+
+    def _look_for_foreign_events(self) -> None:
+        """On the UI thread: start the look only when a session is open and nothing of ours writes."""
+        if self._session is not None and self.runtime is not None and not self._writes_in_progress:
+            self._show_foreign_events()
+
+    @work(thread=True, exclusive=True, group="poll", exit_on_error=False)
+    def _show_foreign_events(self) -> None:
+        """What another Foya appended to the open session is offered to the screen without a key
+        press; `_shown_seq` moves only when the screen shows it (`shown_through`), so a send that
+        raced the look is still refused by `_writing` rather than built on unseen events."""
+        session, runtime = self._session, self.runtime
+        if session is None or runtime is None:
+            return
+        try:
+            with self._writes_guard:
+                # Under the guard: a write of ours cannot start between the look and the read.
+                if self._writes_in_progress or self._session is not session:
+                    return
+                newest, shown = runtime.last_seq(session.id), self._shown_seq
+                if newest <= shown:
+                    return
+                items, has_older = newest_page(runtime, session.id)
+            self.post_message(
+                ForeignEventsFound(
+                    session, items, has_older=has_older, newest_seq=newest, count=newest - shown
+                )
+            )
+        except Exception as exc:  # a locked or damaged database: the next look tries again
+            self.post_message(BridgeFailed(f"Looking for changes by another Foya failed: {one_line(exc)}"))
+
+    def shown_through(self, seq: int) -> None:
+        """On the UI thread: the conversation now shows the open session through `seq`; its meter
+        is read again, since another Foya's events change the next request."""
+        self._shown_seq = max(self._shown_seq, seq)
+        self._refresh_next_request()
+
+    @work(thread=True, exclusive=True, group="next-request", exit_on_error=False)
+    def _refresh_next_request(self) -> None:
+        try:
+            runtime, session = self._open_session()
+            self._post_next_request(runtime, session)
+        except Exception as exc:
+            self.post_message(BridgeFailed(f"The context report failed: {one_line(exc)}"))
 
     @property
     def session(self) -> Session | None:
@@ -175,6 +235,7 @@ class Bridge(Widget):
                 last = last_compaction(runtime.events_of_kind(session.id, EventKind.COMPACTION_DIAGNOSTIC))
                 if last is not None:
                     self.post_message(LastCompactionRead(last))
+                self._post_index_problem(runtime)
                 return
         except Exception as exc:
             self.post_message(BridgeFailed(one_line(exc)))
@@ -355,7 +416,7 @@ class Bridge(Widget):
             self.post_message(TurnRefused(f"{one_line(exc)}; your message was not sent", text))
             yield None
             return
-        with lease:
+        with lease, self._writing_here():
             foreign = runtime.last_seq(session.id) > self._shown_seq
             if foreign and text is not None:
                 self._reload(runtime, session)
@@ -374,6 +435,17 @@ class Bridge(Widget):
                 self._shown_seq = runtime.last_seq(session.id)
         if foreign:
             self._reload(runtime, session)
+
+    @contextmanager
+    def _writing_here(self) -> Iterator[None]:
+        """Count one write of this process in progress (see `_show_foreign_events`)."""
+        with self._writes_guard:
+            self._writes_in_progress += 1
+        try:
+            yield
+        finally:
+            with self._writes_guard:
+                self._writes_in_progress -= 1
 
     def _reload(self, runtime: Runtime, session: Session) -> None:
         """Post the open session's newest page and next request again, as a resume does."""
@@ -573,8 +645,33 @@ class Bridge(Widget):
             if not worker.is_cancelled:
                 self.post_message(HistorySearched(query, hits, SEARCH_LIMIT))
         except Exception as exc:
+            from foya_tui.runtime.runtime import SearchIndexDamaged
+
             if not worker.is_cancelled:
                 self.post_message(HistoryReadFailed(one_line(exc), "search"))
+                if isinstance(exc, SearchIndexDamaged):
+                    self.post_message(SearchIndexStale(one_line(exc)))
+
+    def _post_index_problem(self, runtime: Runtime) -> None:
+        """Say so when the search index is out of date, so that the repair can be offered."""
+        problem = runtime.search_index_problem()
+        if problem is not None:
+            self.post_message(SearchIndexStale(f"the search index is out of date ({problem})"))
+
+    @work(thread=True, exclusive=True, group="repair", exit_on_error=False)
+    def repair_store(self) -> None:
+        """Rebuild what the store derives from history (the search index first), as
+        `foya verify --repair` does; events are never touched, so it may run beside a turn."""
+        try:
+            runtime, session = self._open_session()
+
+            def progress(indexed: int, total: int) -> None:
+                self.post_message(StoreRepairProgressed(indexed, total))
+
+            done = runtime.repair(session.id, progress)
+            self.post_message(StoreRepaired(done))
+        except Exception as exc:
+            self.post_message(BridgeFailed(f"The repair failed: {one_line(exc)}"))
 
     @work(thread=True, exclusive=True, group="sources", exit_on_error=False)
     def read_source_events(self, segment: CoveredBy) -> None:

@@ -126,6 +126,47 @@ class TurnRefused(Message):
         self.text = text
 
 
+class ForeignEventsFound(Message):
+    """Another Foya appended to the open session while this one was idle: `items` is the session's
+    newest page as it now is, through `newest_seq`. The screen shows it only if it is still idle
+    (then calls `Bridge.shown_through`); otherwise the next send finds the events, as before."""
+
+    def __init__(
+        self, session: Session, items: list[HistoryItem], *, has_older: bool, newest_seq: int, count: int
+    ) -> None:
+        super().__init__()
+        self.session = session
+        self.items = items
+        self.has_older = has_older
+        self.newest_seq = newest_seq
+        self.count = count
+
+
+class SearchIndexStale(Message):
+    """The search index cannot answer (`reason`, one line); the store repair rebuilds it."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__()
+        self.reason = reason
+
+
+class StoreRepaired(Message):
+    """The store's derived data was repaired: one sentence per action taken (none: all was well)."""
+
+    def __init__(self, done: tuple[str, ...]) -> None:
+        super().__init__()
+        self.done = done
+
+
+class StoreRepairProgressed(Message):
+    """The repair's index rebuild has indexed `done` of `total` events."""
+
+    def __init__(self, done: int, total: int) -> None:
+        super().__init__()
+        self.done = done
+        self.total = total
+
+
 class BridgeFailed(Message):
     """A worker failed outside the turn protocol (store, settings); `reason` is one line."""
 

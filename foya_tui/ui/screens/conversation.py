@@ -38,6 +38,7 @@ from foya_tui.ui.bridge import Bridge
 from foya_tui.ui.messages import (
     BridgeFailed,
     ContextReported,
+    ForeignEventsFound,
     HistoryEventRead,
     HistoryPageRead,
     HistoryReadFailed,
@@ -47,11 +48,14 @@ from foya_tui.ui.messages import (
     RouteResolved,
     RoutesListed,
     RouteSwitched,
+    SearchIndexStale,
     SessionCreated,
     SessionInspected,
     SessionOpened,
     SourceEventsRead,
     StepsRecorded,
+    StoreRepaired,
+    StoreRepairProgressed,
     ToolResultRead,
 )
 from foya_tui.ui.screens.conversation_commands import CommandFlow
@@ -143,6 +147,10 @@ class ConversationScreen(TurnFlow, CompactionFlow, HistoryFlow, CommandFlow, Scr
         self._state = ConversationState(Activity.OPENING)
         """What runs now; every refusal rule asks it (conversation_state.py)."""
         self._inspector: InspectorScreen | None = None
+        self._index_problem_shown: str | None = None
+        """The search-index problem last offered for repair (each is said once)."""
+        self._repair_tenths = 0
+        """How far the running repair's index rebuild was last said to be, in tenths."""
         self._provider_asked = False
         self.provider_ready = False
         """Whether the provider library is loaded (until then a first reply waits for it)."""
@@ -331,6 +339,20 @@ class ConversationScreen(TurnFlow, CompactionFlow, HistoryFlow, CommandFlow, Scr
         self._mark_shortened()
         self._set_activity(None)
 
+    async def on_foreign_events_found(self, message: ForeignEventsFound) -> None:
+        """Another Foya wrote to this session while it sat idle here: show it as it now is. Busy (a
+        send may be under way), the offer is left: the send's own check refuses and reloads."""
+        if not self._state.idle or self.bridge.session is not message.session:
+            return
+        self.bridge.shown_through(message.newest_seq)  # before the await: a send during it builds on this
+        await self.messages.show_history(message.items, has_older=message.has_older)
+        self._mark_shortened()
+        events = "event" if message.count == 1 else "events"
+        self.notify(
+            f"Another Foya added {message.count} {events} to this conversation; it is shown as it now is",
+            markup=False,
+        )
+
     def on_text_area_changed(self, message: Prompt.Changed) -> None:
         self._follow_completions(message)
         # The provider library loads while the first message is typed, not when the screen opens:
@@ -450,6 +472,45 @@ class ConversationScreen(TurnFlow, CompactionFlow, HistoryFlow, CommandFlow, Scr
     def on_history_event_read(self, message: HistoryEventRead) -> None:
         if self._inspector is not None:
             self._inspector.open_event(message.hit, message.facts, message.prepared)
+
+    # -- the store's derived data ------------------------------------------------------------------
+
+    def on_search_index_stale(self, message: SearchIndexStale) -> None:
+        """Offered once per problem: the same one again (each failed search) says nothing new."""
+        if message.reason == self._index_problem_shown:
+            return
+        self._index_problem_shown = message.reason
+        self.notify(
+            f"Search cannot answer: {message.reason}. Rebuild it with /repair or, in the command "
+            "palette, “search index: rebuild”; the conversation is not affected.",
+            severity="warning",
+            timeout=12,
+            markup=False,
+        )
+
+    def action_repair_store(self) -> None:
+        if self.bridge.session is None:
+            self.notify(NO_SESSION.format("repair"), timeout=3)
+            return
+        self._repair_tenths = 0
+        self.notify("Rebuilding the search index…", timeout=4)
+        self.bridge.repair_store()
+
+    def on_store_repair_progressed(self, message: StoreRepairProgressed) -> None:
+        # Every tenth of the way, not every batch: a toast per batch would bury the screen.
+        tenths = message.done * 10 // message.total if message.total else 0
+        if self._repair_tenths < tenths < 10:
+            self._repair_tenths = tenths
+            self.notify(
+                f"Rebuilding the search index: {message.done:,} of {message.total:,} events", timeout=3
+            )
+
+    def on_store_repaired(self, message: StoreRepaired) -> None:
+        self._index_problem_shown = None
+        if not message.done:
+            self.notify("Nothing needed repair: the search index is in step with history.", timeout=5)
+            return
+        self.notify("Repaired: " + "; ".join(message.done), timeout=8, markup=False)
 
     def on_history_read_failed(self, message: HistoryReadFailed) -> None:
         if self._inspector is not None:
