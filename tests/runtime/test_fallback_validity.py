@@ -21,7 +21,7 @@ from foya_tui.runtime.compaction.summary import summary_problems
 from foya_tui.runtime.model import EventKind, NewEvent
 from foya_tui.runtime.runtime import Runtime
 from foya_tui.runtime.view.checkpoint import Phase
-from foya_tui.settings import CompactionSettings, Settings
+from foya_tui.settings import CompactionSettings, ModelSettings, Settings
 from tests.conftest import FIXED_NOW, make_paths
 from tests.fakes.scripted import ScriptedClient
 
@@ -185,3 +185,45 @@ def test_nothing_to_compact_without_a_checkpoint_does_not_mention_one(tmp_path: 
         result = rt.compact(session.id)
     assert result.outcome is Outcome.NOTHING_TO_COMPACT
     assert "checkpoint" not in result.reason, result.reason
+
+
+# -- a small window, a short prefix ---------------------------------------------------------------
+
+PROSE = (
+    "The parser keeps a buffer of tokens and flushes it on every newline, so a long line is held "
+    "in memory until it ends. "
+)
+
+
+def test_on_a_small_window_the_fallback_of_a_short_prefix_is_smaller_than_what_it_replaces(
+    tmp_path: Path, workdir: Path, monkeypatch
+) -> None:
+    """Seen on llama.cpp with a 2,048 window (issue 18): eight short steps, the model's summaries
+    rejected, and the fallback's checkpoint was larger than the history it replaced (1,941 → 2,043),
+    because the ledger kept its usual size. Its ledger now takes its share of the fallback's budget."""
+    monkeypatch.setenv("FOYA_SIM_FAULTS", "summary-sections")
+    model = "foya-sim/small"
+    settings = Settings(
+        model=model, models={model: ModelSettings(window=2_048, max_output=64)}, retry_backoff=0.0
+    )
+    transcript: list[dict[str, Any]] = []
+    for index in range(8):
+        transcript += [
+            {"role": "user", "content": f"step {index}: " + PROSE * 2},
+            {"role": "assistant", "content": f"Done {index}. " + PROSE},
+        ]
+    transcript.append({"role": "user", "content": "continue"})
+    with Runtime(settings, make_paths(tmp_path), workdir=workdir, clock=lambda: FIXED_NOW) as rt:
+        session_id = rt.import_transcript(json.dumps(transcript).encode(), "steps.json").id
+        before = rt.context(session_id)
+        result = rt.compaction.compact(session_id, rt.route_for(), Trigger.BUDGET, phase=Phase.STANDALONE)
+        assert result.outcome is Outcome.ACCEPTED, result.reason
+        assert result.producer == "fallback"
+        after = rt.context(session_id)
+        assert after.layers.history < before.layers.history + before.layers.working_set
+        assert result.tokens_after < result.tokens_before
+        checkpoint = result.checkpoint
+        assert checkpoint is not None
+        # The requests the ledger keeps verbatim are cut to its share, and it says what it left out.
+        assert "left out" in checkpoint.ledger.render()
+        checkpoints_are_valid(rt, session_id, result)

@@ -82,6 +82,7 @@ from foya_tui.runtime.view.checkpoint import (
     check_structure,
 )
 from foya_tui.runtime.view.history import valid_events
+from foya_tui.runtime.view.ledger import CHARS_PER_TOKEN as LEDGER_CHARS_PER_TOKEN
 from foya_tui.runtime.view.ledger import extract_ledger, ledger_budget_chars
 from foya_tui.runtime.view.snapshot import HistorySnapshot
 from foya_tui.settings import CompactionSettings
@@ -97,6 +98,9 @@ _MESSAGE_KINDS = frozenset(
 )
 
 
+FALLBACK_LEDGER_SHARE = 0.4
+"""Share of the fallback's token budget its evidence ledger may take (the rest: its own text and
+the messages it keeps verbatim)."""
 FALLBACK_ROUNDS = 4
 """Budgets the fallback tries, each tighter by what the last one left over the line (K-10)."""
 FALLBACK_MIN_TOKENS = 256
@@ -110,6 +114,8 @@ class _Measured:
     candidate: Checkpoint
     problems: list[str]
     over_line: int
+    growth: int = 0
+    """How much larger its projection is than the one it would replace (negative: smaller)."""
 
 
 def _size_only(problem: str) -> bool:
@@ -470,7 +476,12 @@ class CompactionService:
                 input_budget=view.budget.input_budget,
             )
             problems = [fit] if fit is not None else []
-        return _Measured(candidate, problems, view.estimate.total - view.budget.high_water)
+        return _Measured(
+            candidate,
+            problems,
+            view.estimate.total - view.budget.high_water,
+            growth=view.unshrunk_tokens - before.unshrunk_tokens,
+        )
 
     def _fail(self, attempt: Attempt, reason: str, *, deterministic: bool) -> CompactionResult:
         """A model path failed: recorded, and counted toward the circuit breaker (K-11)."""
@@ -674,11 +685,7 @@ class CompactionService:
         counter = counter_for_model(route.model)
         source = self._store.source_digest(session_id, plan.through_seq)
         covered = self._covered_events(session_id, plan)
-        ledger = extract_ledger(
-            covered,
-            ledger_budget_chars(before.budget.window, self._settings.ledger_chars),
-            earlier=base.ledger if base is not None else None,
-        )
+        ledger_chars = ledger_budget_chars(before.budget.window, self._settings.ledger_chars)
         append = appends(base, current, plan)
         absorbed = "" if append or base is None else "\n\n".join(s.text for s in base.segments)
         covered_tokens = sum(
@@ -705,6 +712,14 @@ class CompactionService:
         attempt.note = why
         smallest: _Measured | None = None
         for _ in range(FALLBACK_ROUNDS):
+            # SPEC K-10, K-12: the ledger is part of what the fallback adds, so it takes at most its
+            # share of the fallback's budget: on a small window, over a short prefix, the ledger at
+            # its usual size would make the checkpoint larger than the history it replaces.
+            ledger = extract_ledger(
+                covered,
+                min(ledger_chars, int(budget_tokens * FALLBACK_LEDGER_SHARE * LEDGER_CHARS_PER_TOKEN)),
+                earlier=base.ledger if base is not None else None,
+            )
             try:
                 candidate = fallback_candidate(
                     snapshot,
@@ -725,11 +740,15 @@ class CompactionService:
             measured = self._measure(snapshot, candidate, route, before, source, attempt, gates=False)
             if not measured.problems:
                 return self._proposal(snapshot, measured.candidate, attempt)
-            if not all(problem.startswith(OVER_THE_LINE) for problem in measured.problems):
+            if not all(_size_only(problem) for problem in measured.problems):
                 break
-            # SPEC K-10, C-12 extended: smaller but over the line: a tighter budget, by what is over.
-            smallest = measured
-            tighter = max(FALLBACK_MIN_TOKENS, budget_tokens - int(measured.over_line * 1.05) - 16)
+            # SPEC K-10, C-12 extended: larger than what it replaces, or smaller but over the line: a
+            # tighter budget, by what is too much. Only a candidate that shrinks may be kept as the
+            # smallest one (committed when nothing smaller can be made).
+            if all(problem.startswith(OVER_THE_LINE) for problem in measured.problems):
+                smallest = measured
+            too_much = max(measured.over_line, measured.growth + 1)
+            tighter = max(FALLBACK_MIN_TOKENS, budget_tokens - int(too_much * 1.05) - 16)
             if tighter >= budget_tokens:
                 break
             budget_tokens = tighter
