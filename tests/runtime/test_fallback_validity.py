@@ -20,6 +20,7 @@ from foya_tui.runtime.compaction.failures import Outcome, Trigger
 from foya_tui.runtime.compaction.summary import summary_problems
 from foya_tui.runtime.model import EventKind, NewEvent
 from foya_tui.runtime.runtime import Runtime
+from foya_tui.runtime.tokens import counter_for_model
 from foya_tui.runtime.view.checkpoint import Phase
 from foya_tui.settings import CompactionSettings, ModelSettings, Settings
 from tests.conftest import FIXED_NOW, make_paths
@@ -227,3 +228,29 @@ def test_on_a_small_window_the_fallback_of_a_short_prefix_is_smaller_than_what_i
         # The requests the ledger keeps verbatim are cut to its share, and it says what it left out.
         assert "left out" in checkpoint.ledger.render()
         checkpoints_are_valid(rt, session_id, result)
+
+
+def test_a_manual_summary_rejected_for_its_size_is_followed_by_the_fallback(
+    tmp_path: Path, workdir: Path
+) -> None:
+    """Issue 18 item 5: a valid summary larger than the history it replaces (SPEC C-12) is not the
+    end of a manual compaction: the refusal is recorded and the fallback, smaller, is committed."""
+    from tests.runtime.test_compaction import import_session, scripted_runtime, tool_turn
+    from tests.runtime.test_fit import long_summary
+
+    client = ScriptedClient()
+    with scripted_runtime(tmp_path, workdir, client) as rt:
+        session_id = import_session(rt, [m for i in range(1, 5) for m in tool_turn(i, 600)])
+        route = rt.open_session(session_id).route
+        before = rt.context(session_id)
+        client.summaries.extend(
+            [long_summary(before.layers.history + 600, counter_for_model(route.model))] * 4
+        )
+        result = rt.compact(session_id)
+        assert result.outcome is Outcome.ACCEPTED and result.producer == "fallback", result.reason
+        assert result.tokens_after is not None and result.tokens_after < result.tokens_before
+        refused = [
+            d.payload for d in rt.inspect(session_id).diagnostics if d.payload["outcome"] == "rejected"
+        ]
+        assert len(refused) == 1 and refused[0]["reason"].startswith("it would not shrink")
+        assert refused[0]["producer"] == "llm"

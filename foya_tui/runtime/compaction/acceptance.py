@@ -20,6 +20,18 @@ from foya_tui.runtime.view.checkpoint import (
 )
 from foya_tui.runtime.view.projection import checkpoint_text
 
+OVER_THE_LINE = "smaller, but still over the compaction line"
+"""How a fit problem starts: the pipeline goes on after it (SPEC C-12 extended, T-4, K-10)."""
+NOT_SMALLER = "it would not shrink"
+"""How the size problem of a candidate at least as large as what it replaces starts (C-12)."""
+NOT_ENOUGH = "not enough reduction"
+"""How K-9's effect-gate problem starts."""
+
+
+def refused_for_size(problem: str) -> bool:
+    """Whether a refusal is about size alone, which a smaller checkpoint can answer."""
+    return problem.startswith((OVER_THE_LINE, NOT_ENOUGH, NOT_SMALLER))
+
 
 def acceptance_problems(
     candidate: Checkpoint,
@@ -55,14 +67,8 @@ def acceptance_problems(
     if candidate.previous_id != current_checkpoint_id:
         problems.append("another checkpoint became current meanwhile (lineage is stale)")
     if projection_after >= projection_before:
-        problems.append(
-            f"it would not shrink the projection ({projection_before:,} → {projection_after:,} tokens)"
-        )
+        problems.append(f"{NOT_SMALLER} the projection ({projection_before:,} → {projection_after:,} tokens)")
     return problems
-
-
-OVER_THE_LINE = "smaller, but still over the compaction line"
-"""How a fit problem starts: the pipeline goes on after it (SPEC C-12 extended, T-4, K-10)."""
 
 
 def fit_problem(*, estimate: int, compaction_line: int, input_budget: int) -> str | None:
@@ -127,7 +133,7 @@ def effect_gate_problems(
             name, tokens = max(parts.items(), key=lambda item: item[1])
             largest = f"; {name} is the largest part ({tokens:,} tokens)"
         problems.append(
-            f"not enough reduction: {replacement:,} tokens replace {source:,} (more than "
+            f"{NOT_ENOUGH}: {replacement:,} tokens replace {source:,} (more than "
             f"{GATE_SOURCE_SHARE:.0%}, K-9){largest}"
         )
     if replacement > window * GATE_WINDOW_SHARE:

@@ -29,6 +29,7 @@ from foya_tui.runtime.compaction.acceptance import (
     acceptance_problems,
     effect_gate_problems,
     fit_problem,
+    refused_for_size,
     replacement_parts,
     replacement_tokens,
 )
@@ -116,11 +117,6 @@ class _Measured:
     over_line: int
     growth: int = 0
     """How much larger its projection is than the one it would replace (negative: smaller)."""
-
-
-def _size_only(problem: str) -> bool:
-    """Whether a refusal is about size alone, which a smaller checkpoint can answer."""
-    return problem.startswith((OVER_THE_LINE, "not enough reduction", "it would not shrink"))
 
 
 class _PathFailed(Exception):
@@ -411,7 +407,7 @@ class CompactionService:
         measured = self._measure(snapshot, candidate, route, before, source, attempt, gates=gates)
         if measured.problems:
             stale = any("lineage is stale" in problem for problem in measured.problems)
-            too_large = all(_size_only(problem) for problem in measured.problems)
+            too_large = all(refused_for_size(problem) for problem in measured.problems)
             raise _PathFailed(
                 self._end(
                     attempt,
@@ -740,7 +736,7 @@ class CompactionService:
             measured = self._measure(snapshot, candidate, route, before, source, attempt, gates=False)
             if not measured.problems:
                 return self._proposal(snapshot, measured.candidate, attempt)
-            if not all(_size_only(problem) for problem in measured.problems):
+            if not all(refused_for_size(problem) for problem in measured.problems):
                 break
             # SPEC K-10, C-12 extended: larger than what it replaces, or smaller but over the line: a
             # tighter budget, by what is too much. Only a candidate that shrinks may be kept as the
