@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import queue
 import threading
-from collections.abc import Callable, Generator, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -39,6 +39,7 @@ from foya_tui.runtime.providers.client import (
 from foya_tui.runtime.providers.errors import FailureKind, ProviderError, output_limit_failure
 from foya_tui.runtime.providers.litellm_client import retry_delay, sleep_unless_cancelled
 from foya_tui.runtime.providers.routes import Route
+from foya_tui.runtime.providers.tool_charge import measure_tool_charge
 from foya_tui.runtime.store import EventStore
 from foya_tui.runtime.text import clean_user_text
 from foya_tui.runtime.tools.approval import ApprovalPolicy, ApprovalRequest
@@ -359,6 +360,7 @@ class Session:
                 finished.finish_reason,
                 finished.usage,
                 view,
+                tool_charge=self._tool_charge(view, finished.usage, cancel),
             )
             yield ContextUpdated(self.id, self.context().report())
             return finished, reply_seq or view.through_seq
@@ -379,6 +381,29 @@ class Session:
                 return event
         return None
 
+    def _tool_charge(
+        self, view: RequestView, usage: Usage | None, cancel: CancelToken
+    ) -> dict[str, int | None] | None:
+        """What the route's server charges for the tool definitions (real) against their local
+        count, measured once per session and route when the route has its own `api_base`, its
+        stream reported no usage and the count is an estimate (see providers/tool_charge.py); None
+        when no probe was due."""
+        # Only servers of their own (`api_base`): hosted providers report usage on streams, and a
+        # provider's own endpoint is never probed behind the user's back.
+        if (
+            usage is not None
+            or not view.route.endpoint
+            or not view.tools
+            or view.counted_exactly
+            or cancel.cancelled
+            or self._compiler.tool_charge_known(self.id, view.route.id)
+        ):
+            return None
+        # Recorded even when it could not be measured (real: None), so that a server reporting no
+        # usage at all is probed once per session, not after every turn.
+        real = measure_tool_charge(self._client, view.route, view.tools, cancel)
+        return {"real": real, "local": view.layers.tool_schema}
+
     def _append_reply(
         self,
         text: str,
@@ -387,6 +412,8 @@ class Session:
         finish_reason: str,
         usage: Usage | None,
         view: RequestView,
+        *,
+        tool_charge: Mapping[str, int | None] | None = None,
     ) -> int | None:
         """Append the assistant message and the usage record in one transaction (SPEC H-5)."""
         if finish_reason in ("error", "cancelled") and not text:
@@ -416,6 +443,7 @@ class Session:
                         # route's calibration sample (tracker.calibration).
                         "local_tokens": view.layers.total,
                         "usage": usage.to_payload() if usage else None,
+                        **({"tool_charge": dict(tool_charge)} if tool_charge else {}),
                     },
                 )
             )

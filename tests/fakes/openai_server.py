@@ -635,8 +635,10 @@ class _FakeOpenAIHTTPServer(ThreadingHTTPServer):
         parallel: Callable[[], ParallelPlan],
         handler: type[BaseHTTPRequestHandler] | None = None,
         token_scale: Callable[[], float | None] = lambda: None,
+        stream_usage: Callable[[], bool] = lambda: True,
     ) -> None:
         self.token_scale = token_scale
+        self.stream_usage = stream_usage
         self.record = record
         self.next_completion_id = next_id
         self.window = window
@@ -699,7 +701,9 @@ class _Handler(BaseHTTPRequestHandler):
         request = ChatRequest(
             model=str(body.get("model", "")),
             stream=body.get("stream") is True,
-            include_usage=isinstance(stream_options, dict) and stream_options.get("include_usage") is True,
+            include_usage=isinstance(stream_options, dict)
+            and stream_options.get("include_usage") is True
+            and self.server.stream_usage(),
             messages=tuple(m for m in messages if isinstance(m, dict)) if isinstance(messages, list) else (),
         )
         error = ERROR_RESPONSES.get(request.model)
@@ -889,6 +893,9 @@ class FakeOpenAIServer:
         """When set, prompt counts (usage, the window check) cover the whole request, tool schemas
         included, this many times finer than `count_prompt_tokens`: a tokenizer unlike Foya's
         estimate, as Gemma's is on numbers (settable while running)."""
+        self.stream_usage = True
+        """False: streams never carry usage, whatever the request asks, while non-streamed replies
+        do — as llama-cpp-python's server answers (settable while running)."""
         self.parallel_paths = tuple(parallel_paths)
         self.parallel_steps = parallel_steps
         self._lock = threading.Lock()
@@ -907,6 +914,7 @@ class FakeOpenAIServer:
             lambda: ParallelPlan(tuple(self.parallel_paths), self.parallel_steps),
             self.handler_class,
             lambda: self.token_scale,
+            lambda: self.stream_usage,
         )
         # A short poll interval makes stop() quick: shutdown() waits for serve_forever to notice it.
         self._thread = threading.Thread(

@@ -79,15 +79,21 @@ def test_summaries_calibrate_the_route_and_the_estimate_lands_within_15_percent(
             },
             {"role": "assistant", "content": f"Noted {index}. " + PROSE},
         ]
-    transcript.append({"role": "user", "content": "What did the notes say?"})
     with open_runtime(tmp_path, workdir, local_server) as rt:
         session_id = rt.import_transcript(json.dumps(transcript).encode(), "notes.json").id
         before, real_before = real_prompt_tokens(rt, session_id)
+        # A turn: its stream carries no usage, so the session probes once what this server charges
+        # for the tool definitions (this template drops them: nothing).
+        list(rt.open_session(session_id).send("What did the notes say?"))
+        charges = [
+            e.payload["tool_charge"] for e in rt.store.events(session_id) if "tool_charge" in e.payload
+        ]
+        assert len(charges) == 1 and charges[0]["real"] is not None, charges
         # This server sends no usage on streams: summaries (non-streamed) are what calibrates.
         result = rt.compaction.compact(session_id, rt.route_for(), Trigger.BUDGET, phase=Phase.STANDALONE)
         assert result.requests >= 1
         reason = rt.context(session_id).estimate.reason
-        assert "calibrated on" in reason, reason
+        assert "calibrated on" in reason and "tool definitions measured" in reason, reason
         # Undo any checkpoint, so the comparison is on the same history as before.
         if result.outcome is Outcome.ACCEPTED:
             rt.undo_compaction(session_id)
@@ -133,9 +139,11 @@ def test_a_compaction_validates_or_falls_back_and_the_projection_fits(
             {"role": "user", "content": f"step {index}: " + PROSE * 2},
             {"role": "assistant", "content": f"Done {index}. " + PROSE},
         ]
-    transcript.append({"role": "user", "content": "continue"})
     with open_runtime(tmp_path, workdir, local_server) as rt:
         session_id = rt.import_transcript(json.dumps(transcript).encode(), "steps.json").id
+        # One turn first: the probe learns that this server does not see the tool definitions, which
+        # otherwise take most of a 2,048 window in the estimate.
+        list(rt.open_session(session_id).send("continue"))
         result = rt.compaction.compact(session_id, rt.route_for(), Trigger.BUDGET, phase=Phase.STANDALONE)
         assert result.outcome is Outcome.ACCEPTED, result.reason
         assert result.producer in ("llm", "repaired", "fallback")

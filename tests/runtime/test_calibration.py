@@ -135,3 +135,87 @@ def test_summary_replies_calibrate_a_route_whose_streams_carry_no_usage(
         # checkpoint (two diagnostics): the reply's sample is recorded once all the same.
         (sample,) = [s for d in rt.inspect(session.id).diagnostics for s in d.payload.get("calibration", ())]
         assert sample["route_id"] == summary_route.id and sample["input_tokens"] > 0
+
+
+# -- what the server charges for the tool definitions ------------------------------------------------
+
+
+def probes(server: FakeOpenAIServer) -> list[object]:
+    """The one-token probe requests (max_tokens 1, one '.' message) the server received."""
+    return [
+        r
+        for r in server.requests
+        if r.body.get("max_tokens") == 1 and r.body.get("messages") == [{"role": "user", "content": "."}]
+    ]
+
+
+def test_tool_definitions_a_server_drops_are_learned_and_no_longer_counted(
+    fake_openai: FakeOpenAIServer, tmp_path: Path, workdir: Path
+) -> None:
+    """llama.cpp's server with a chat template without tools: no usage on streams, and the tool
+    definitions cost it nothing (this fake counts messages only). One probe per route learns it,
+    and the estimate stops charging ~900 tokens the server never sees."""
+    fake_openai.stream_usage = False
+    with open_runtime(tmp_path, workdir, fake_openai.base_url) as rt:
+        session = rt.new_session()
+        before = session.context()
+        assert before.layers.tool_schema > 500
+        for prompt in PROMPTS[:2]:
+            assert isinstance(list(session.send(prompt))[-1], TurnFinished)
+        assert len(probes(fake_openai)) == 2  # once, with and without the tools: not every turn
+        (charge,) = [
+            e.payload["tool_charge"] for e in rt.store.events(session.id) if "tool_charge" in e.payload
+        ]
+        assert charge["real"] == 0 and charge["local"] == before.layers.tool_schema
+        session_id = session.id
+    with open_runtime(tmp_path, workdir, fake_openai.base_url) as rt:  # it survives a restart
+        view = rt.open_session(session_id).context()
+        assert "tool definitions measured at 0%" in view.estimate.reason, view.estimate.reason
+        assert view.estimate.total <= view.layers.total - view.layers.tool_schema + 5
+        fake_openai.reset()
+        updates = list(rt.open_session(session_id).send(PROMPTS[2]))
+    report = next(u for u in updates if isinstance(u, ContextUpdated)).report
+    real = fake_openai.chat_requests[0].prompt_tokens
+    assert real is not None
+    # The text is still uncalibrated here (no summary taught it), but the tools no longer count:
+    # the error is less than half of what charging them would make it.
+    uncalibrated = report.layers.total
+    assert abs(report.estimate.total - real) < abs(uncalibrated - real) / 2, (report.estimate, real)
+    assert probes(fake_openai) == []  # measured already
+
+
+def test_a_server_that_counts_the_tools_keeps_them_counted(
+    fake_openai: FakeOpenAIServer, tmp_path: Path, workdir: Path
+) -> None:
+    fake_openai.stream_usage = False
+    fake_openai.token_scale = 1.0  # the whole request, tool schemas included
+    with open_runtime(tmp_path, workdir, fake_openai.base_url) as rt:
+        session = rt.new_session()
+        list(session.send(PROMPTS[0]))
+        (charge,) = [
+            e.payload["tool_charge"] for e in rt.store.events(session.id) if "tool_charge" in e.payload
+        ]
+        assert charge["real"] > charge["local"] * 0.5
+        view = session.context()
+        assert view.estimate.total > view.layers.total - view.layers.tool_schema + charge["real"] // 2
+
+
+def test_no_probe_when_streams_report_usage_or_the_server_reports_none(
+    fake_openai: FakeOpenAIServer, tmp_path: Path, workdir: Path
+) -> None:
+    with open_runtime(tmp_path, workdir, fake_openai.base_url) as rt:  # usage on streams
+        session = rt.new_session()
+        list(session.send(PROMPTS[0]))
+        assert probes(fake_openai) == []
+    settings = fake_settings(fake_openai.base_url, model="openai/nousage")
+    with Runtime(settings, make_paths(tmp_path / "b"), workdir=workdir, clock=lambda: FIXED_NOW) as rt:
+        session = rt.new_session()
+        for prompt in PROMPTS[:3]:
+            assert isinstance(list(session.send(prompt))[-1], TurnFinished)
+        # No usage anywhere: one attempt (recorded as not measured), never again this session.
+        assert len(probes(fake_openai)) == 1
+        (charge,) = [
+            e.payload["tool_charge"] for e in rt.store.events(session.id) if "tool_charge" in e.payload
+        ]
+        assert charge["real"] is None
+        assert "tool definitions" not in session.context().estimate.reason

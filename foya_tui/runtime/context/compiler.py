@@ -231,6 +231,15 @@ class ContextCompiler:
             state.refresh(self._store)
             return state.usage_events[-1].created_at if state.usage_events else None
 
+    def tool_charge_known(self, session_id: str, route_id: str) -> bool:
+        """Whether this session already probed what `route_id`'s server charges for the tool
+        definitions (a `tool_charge` record, see Session), measured or not: one probe per session
+        and route."""
+        state = self._state(session_id)
+        with state.lock:
+            state.refresh(self._store)
+            return route_id in state.tool_charge_probed
+
     def snip_candidates(
         self, session_id: str, route: Route, current: RequestView | None = None
     ) -> tuple[SnipCandidate, ...]:
@@ -564,8 +573,12 @@ class ContextCompiler:
                 calibration=(
                     NO_CALIBRATION
                     if counter.exact
-                    else calibration(state.calibration_samples.get(route.id, ()))
+                    else calibration(
+                        state.calibration_samples.get(route.id, ()),
+                        state.tool_charge_samples.get(route.id, ()),
+                    )
                 ),
+                tool_tokens=layers.tool_schema,
                 tokens_from=lambda index: (
                     view.prefix(count)
                     - view.prefix(min(max(index, start), count))

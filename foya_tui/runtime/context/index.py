@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from foya_tui.runtime.context.tool_results import cut_message_text, cut_text, shortened_text
-from foya_tui.runtime.context.tracker import calibration_sample
+from foya_tui.runtime.context.tracker import calibration_sample, tool_charge_sample
 from foya_tui.runtime.digests import canonical_json, digest_of
 from foya_tui.runtime.model import Event, EventKind, Role
 from foya_tui.runtime.store import EventStore
@@ -316,6 +316,10 @@ class SessionIndex:
         self.lock = threading.Lock()
         self.last_seq = 0
         self.calibration_samples: dict[str, list[tuple[int, int]]] = {}
+        self.tool_charge_samples: dict[str, list[tuple[int, int]]] = {}
+        """Per route: (tokens the server charged for the tool definitions, their local count)."""
+        self.tool_charge_probed: set[str] = set()
+        """Routes this session probed for the tool charge, measured or not (one probe each)."""
         """Per route, (real input tokens, local estimate) of every recorded request, rewound ones
         included: what a tokenizer counts does not change when history is rewound. Never reset."""
         self._reset()
@@ -371,6 +375,11 @@ class SessionIndex:
                 route_id = record.get("route_id") if isinstance(record, Mapping) else None
                 if sample is not None and isinstance(route_id, str):
                     self.calibration_samples.setdefault(route_id, []).append(sample)
+                if isinstance(record, Mapping) and "tool_charge" in record and isinstance(route_id, str):
+                    self.tool_charge_probed.add(route_id)
+                    charge = tool_charge_sample(record)
+                    if charge is not None:
+                        self.tool_charge_samples.setdefault(route_id, []).append(charge)
         if any(event.kind in _CHECKPOINT_EVENTS for event in new):
             self.checkpoints = None
         self.last_seq = new[-1].seq

@@ -88,21 +88,46 @@ CALIBRATION_SMOOTHING = 0.5
 """Weight of the newest sample in the running factor (exponential smoothing)."""
 
 
+TOOL_CHARGE_BOUNDS = (0.0, 3.0)
+"""A server may not charge for tool definitions at all (a chat template without tools drops them):
+the tool factor may fall to 0, never above 3."""
+
+
 @dataclass(frozen=True)
 class Calibration:
     """How far a route's real tokenizer is from the local count: real input tokens / the local
     estimate of the same request, smoothed over the route's requests (issue 18). Local counts
-    are estimates for every model without a bundled tokenizer (Gemma, Llama, Claude, …)."""
+    are estimates for every model without a bundled tokenizer (Gemma, Llama, Claude, …).
+
+    `tool_factor` is measured apart, when known: what the server charges for the tool definitions
+    / their local count. llama.cpp's server with a template that has no tools charges nothing for
+    them (the model never sees them), which a factor of the whole request cannot learn from summary
+    requests, which carry no tools."""
 
     factor: float = 1.0
     samples: int = 0
+    tool_factor: float | None = None
 
-    def apply(self, tokens: int) -> int:
-        return math.ceil(tokens * self.factor) if self.samples else tokens
+    def apply(self, tokens: int, tool_tokens: int = 0) -> int:
+        """`tokens` as the route counts them; `tool_tokens` of them are tool definitions."""
+        factor = self.factor if self.samples else 1.0
+        if self.tool_factor is None:
+            return math.ceil(tokens * factor) if self.samples else tokens
+        tool_tokens = min(tool_tokens, tokens)
+        return math.ceil((tokens - tool_tokens) * factor + tool_tokens * self.tool_factor)
+
+    @property
+    def learned(self) -> bool:
+        return bool(self.samples) or self.tool_factor is not None
 
     @property
     def note(self) -> str:
-        return f"calibrated on {self.samples} request{'s' if self.samples != 1 else ''}"
+        parts = []
+        if self.samples:
+            parts.append(f"calibrated on {self.samples} request{'s' if self.samples != 1 else ''}")
+        if self.tool_factor is not None:
+            parts.append(f"tool definitions measured at {self.tool_factor:.0%} of their count")
+        return "; ".join(parts)
 
 
 NO_CALIBRATION = Calibration()
@@ -119,16 +144,39 @@ def calibration_sample(payload: Mapping[str, Any]) -> tuple[int, int] | None:
     return real, local  # type: ignore[return-value]
 
 
-def calibration(samples: Sequence[tuple[int, int]]) -> Calibration:
-    """The smoothed, bounded factor of a route's (real, local) samples, oldest first."""
-    low, high = CALIBRATION_BOUNDS
+def tool_charge_sample(payload: Mapping[str, Any]) -> tuple[int, int] | None:
+    """(tokens the server charged for the tool definitions, their local count) of a provider_usage
+    payload whose `tool_charge` a probe measured (session.py); None without one."""
+    charge = payload.get("tool_charge")
+    if not isinstance(charge, Mapping):
+        return None
+    real, local = charge.get("real"), charge.get("local")
+    if not (isinstance(real, int) and not isinstance(real, bool) and real >= 0):
+        return None
+    if not (isinstance(local, int) and not isinstance(local, bool) and local > 0):
+        return None
+    return real, local
+
+
+def _smoothed(samples: Sequence[tuple[int, int]], low: float, high: float) -> float | None:
     factor: float | None = None
     for real, local in samples:
         ratio = min(high, max(low, real / local))
         factor = ratio if factor is None else factor + CALIBRATION_SMOOTHING * (ratio - factor)
-    if factor is None:
+    return round(factor, 4) if factor is not None else None
+
+
+def calibration(
+    samples: Sequence[tuple[int, int]], tool_samples: Sequence[tuple[int, int]] = ()
+) -> Calibration:
+    """The smoothed, bounded factors of a route's (real, local) samples, oldest first."""
+    factor = _smoothed(samples, *CALIBRATION_BOUNDS)
+    tool_factor = _smoothed(tool_samples, *TOOL_CHARGE_BOUNDS)
+    if factor is None and tool_factor is None:
         return NO_CALIBRATION
-    return Calibration(factor=round(factor, 4), samples=len(samples))
+    return Calibration(
+        factor=factor if factor is not None else 1.0, samples=len(samples), tool_factor=tool_factor
+    )
 
 
 def latest_baseline(usage_events: Sequence[Event], route_id: str) -> UsageBaseline | None:
@@ -149,6 +197,7 @@ def estimate_request(
     entry_roles: Sequence[Role],
     tokens_from: Callable[[int], int],
     calibration: Calibration = NO_CALIBRATION,
+    tool_tokens: int = 0,
 ) -> Estimate:
     """Estimate the next request's input tokens (SPEC B-5..B-7).
 
@@ -158,9 +207,10 @@ def estimate_request(
     """
 
     def local(reason: str) -> Estimate:
-        if calibration.samples:
+        if calibration.learned:
             reason = f"{calibration.note}; {reason}"
-        return Estimate(calibration.apply(local_total), source=EstimateSource.ESTIMATE, reason=reason)
+        total = calibration.apply(local_total, tool_tokens)
+        return Estimate(total, source=EstimateSource.ESTIMATE, reason=reason)
 
     if baseline is None:
         return local("no usage on this route yet")
@@ -178,6 +228,6 @@ def estimate_request(
     if added == 0 and growth == 0:
         return Estimate(total, EstimateSource.MEASURED, "as measured by the provider")
     reason = f"measured {baseline.floor:,} + {total - baseline.floor:,} estimated since"
-    if calibration.samples:
+    if calibration.learned:
         reason += f" ({calibration.note})"
     return Estimate(total, EstimateSource.MEASURED_PLUS_ESTIMATE, reason)
