@@ -390,7 +390,12 @@ class Bridge(Widget):
         user = next((e.seq for e in events if e.kind is EventKind.USER_MESSAGE), None)
         if user is None:
             return
-        replies = [e.seq for e in events if e.kind in (EventKind.ASSISTANT_MESSAGE, EventKind.TOOL_RESULT)]
+        # A turn outcome belongs to the reply it ends: a rewind to "after the reply" keeps it.
+        replies = [
+            e.seq
+            for e in events
+            if e.kind in (EventKind.ASSISTANT_MESSAGE, EventKind.TOOL_RESULT, EventKind.TURN_OUTCOME)
+        ]
         self.post_message(TurnRecorded(user, min(replies, default=None), max(replies, default=None)))
 
     @work(thread=True, exclusive=True, group="page", exit_on_error=False)
