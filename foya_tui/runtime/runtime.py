@@ -125,8 +125,8 @@ class SessionOverview:
         whose last turn failed or was cancelled; "" otherwise."""
         outcome = self.stats.last_outcome
         if self.stats.replies == 0:
-            return f"no reply: {outcome}" if outcome else "no reply yet"
-        return f"last turn: {outcome}" if outcome else ""
+            return f"no reply · last turn {outcome}" if outcome else "no reply yet"
+        return f"last turn {outcome}" if outcome else ""
 
 
 @dataclass(frozen=True)

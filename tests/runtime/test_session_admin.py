@@ -27,7 +27,8 @@ from tests.runtime.test_fork import build_source
 def rows_of(runtime: Runtime, table: str, session_id: str) -> int:
     column = "id" if table == "session" else "session_id"
     with sqlite3.connect(runtime.store.path) as raw:
-        return int(raw.execute(f"SELECT COUNT(*) FROM {table} WHERE {column} = ?", (session_id,)).fetchone()[0])
+        found = raw.execute(f"SELECT COUNT(*) FROM {table} WHERE {column} = ?", (session_id,))
+        return int(found.fetchone()[0])
 
 
 def index_rows(runtime: Runtime, session_id: str) -> int:
@@ -111,7 +112,7 @@ def test_overviews_say_model_replies_checkpoints_size_and_origin(
     assert listed[compacted].stats.checkpoints == 1 and listed[compacted].stats.replies == 6
     assert listed[forked].forked_from == chat.id and listed[forked].stats.model is None
     assert listed[failing.id].stats.replies == 0
-    assert listed[failing.id].status.startswith("no reply: ") and "quota" in listed[failing.id].status
+    assert listed[failing.id].status == "no reply · last turn failed (quota)"
     with sqlite3.connect(runtime.store.path) as raw:
         (payload,) = raw.execute(
             "SELECT SUM(LENGTH(CAST(payload AS BLOB))) FROM event WHERE session_id = ?", (chat.id,)

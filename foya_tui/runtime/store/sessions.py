@@ -49,7 +49,8 @@ class SessionStats:
     """Stored payload bytes of its events and artifacts."""
     model: str | None = None
     last_outcome: str | None = None
-    """The reason of its newest failed or cancelled turn, when no reply came after it."""
+    """How its newest turn ended when that was without a reply: `cancelled`, or `failed (KIND)`
+    with the failure's kind (`quota`, `connection`, `step limit`…); None otherwise."""
 
 
 def session_stats(database: peewee.SqliteDatabase) -> dict[str, SessionStats]:
@@ -112,8 +113,10 @@ def _last_outcome(database: peewee.SqliteDatabase, session_id: str) -> str | Non
     reply = _newest(database, session_id, EventKind.ASSISTANT_MESSAGE)
     if reply is not None and reply[0] > outcome[0]:
         return None  # a later turn got its reply
-    reason = outcome[1].get("reason")
-    return "cancelled" if outcome[1].get("outcome") == "cancelled" else str(reason or "failed")
+    if outcome[1].get("outcome") == "cancelled":
+        return "cancelled"
+    kind = str(outcome[1].get("kind") or "other").replace("_", " ")
+    return f"failed ({kind})"
 
 
 def delete_session_rows(database: peewee.SqliteDatabase, session_id: str) -> int:
