@@ -446,6 +446,7 @@ ACTIONS: tuple[UserAction, ...] = (
         palette="session: browse sessions",
         slash=Slash("sessions"),
         label="sessions",
+        show=False,
         priority=True,
     ),
     UserAction(

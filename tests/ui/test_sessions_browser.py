@@ -83,7 +83,8 @@ async def test_the_browser_lists_filters_and_opens_a_session(
         listed = rows(app)
         assert len(listed) == 3 and screen.query_one(Input).has_focus
         assert row(app, failed).startswith("  does this work?\n")
-        assert "no model yet" in row(app, failed) and "no reply · last turn failed (quota)" in row(app, failed)
+        assert "no model yet" in row(app, failed)
+        assert "no reply · last turn failed (quota)" in row(app, failed)
         assert row(app, parser).startswith("● fix the parser\n")  # the open one
         assert f"{parser[:6]} · foya-sim/small · updated 2026-11-29 12:00 · 3 events · 0 checkpoints" in row(
             app, parser
@@ -107,7 +108,9 @@ async def test_the_browser_lists_filters_and_opens_a_session(
         await wait_until(pilot, lambda: isinstance(app.screen, SessionsScreen))
 
 
-async def test_rename_in_the_browser(runtime: Runtime, monkeypatch: pytest.MonkeyPatch, wait_until: WaitUntil) -> None:
+async def test_rename_in_the_browser(
+    runtime: Runtime, monkeypatch: pytest.MonkeyPatch, wait_until: WaitUntil
+) -> None:
     parser, port, _ = three_sessions(runtime, monkeypatch)
     app = FoyaApp(runtime, session_id=parser)
     async with app.run_test(size=WIDE) as pilot:
@@ -200,7 +203,8 @@ async def test_export_md_writes_the_transcript_and_says_where(
         assert app.session is not None
         await pilot.press(*"/export md", "enter")
         path = workdir / f"foya-{app.session.id[:6]}.md"
-        await wait_until(pilot, lambda: (f"Transcript written to {path}", "information") in notifications(app))
+        said = (f"Transcript written to {path}", "information")
+        await wait_until(pilot, lambda: said in notifications(app))
         # Also in the conversation (the line is cut to the screen's width).
         assert "\ntranscript written to /" in visible_text(app.conversation.messages)
     text = path.read_text(encoding="utf-8")
