@@ -126,3 +126,32 @@ def test_export_jsonl_keeps_the_turn_outcome(capsys, monkeypatch) -> None:
     records = json_lines(out)
     assert [r["kind"] for r in records] == ["user_message", "turn_outcome"]
     assert records[1]["payload"]["kind"] == "quota" and json.dumps(records[1]).count("outcome") >= 1
+
+
+def test_turn_outcomes_survive_export_and_import(capsys, monkeypatch, tmp_path: Path) -> None:
+    session = new_session(capsys, "what files are here?")  # a tool turn: calls, results, a reply
+    monkeypatch.setenv("FOYA_SIM_FAULTS", "quota")
+    run_cli(capsys, "run", "and now?", "--session", session)
+    monkeypatch.delenv("FOYA_SIM_FAULTS")
+    _, exported, _ = run_cli(capsys, "export", session)
+    path = tmp_path / "export.jsonl"
+    path.write_text(exported, encoding="utf-8")
+
+    code, out, err = run_cli(capsys, "import", str(path))
+    assert code == 0, err
+    copy = out.strip()
+    _, out, _ = run_cli(capsys, "export", copy)
+    records = json_lines(out)
+    kinds = [record["kind"] for record in records]
+    assert kinds[-1] == "turn_outcome" and set(kinds) == {"imported_message", "turn_outcome"}
+    original = [r for r in json_lines(exported) if r["kind"] == "turn_outcome"]
+    assert records[-1]["payload"] == original[0]["payload"]
+    # The imported session reads as the source did, and its model never sees the outcome.
+    _, source_md, _ = run_cli(capsys, "export", session, "--format", "md")
+    _, copy_md, _ = run_cli(capsys, "export", copy, "--format", "md")
+    assert copy_md.split("## You", 1)[1] == source_md.split("## You", 1)[1].replace(
+        "## Assistant · foya-sim/small", "## Assistant"
+    )
+    _, projected, _ = run_cli(capsys, "export", copy, "--projection")
+    assert "quota" not in projected
+    assert [m["role"] for m in json_lines(projected)][-1] == "user"
