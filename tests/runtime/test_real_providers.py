@@ -206,7 +206,8 @@ def test_a_closed_port_is_a_connection_failure_and_is_retried(
         session_id, updates = run_turn(rt)
         assert [type(u) for u in updates].count(RetryScheduled) == 2
         assert isinstance(updates[-1], TurnFailed) and updates[-1].kind == "connection"
-        # The user message stays, then the turn outcome (never sent); no reply and no accepted boundary were recorded.
+        # The user message stays, then the turn outcome (never sent to the model); no reply and
+        # no accepted boundary were recorded.
         kinds = [e.kind for e in rt.store.events(session_id)]
         assert kinds == [EventKind.USER_MESSAGE, EventKind.TURN_OUTCOME]
 
