@@ -209,3 +209,20 @@ async def test_export_md_writes_the_transcript_and_says_where(
         assert "\ntranscript written to /" in visible_text(app.conversation.messages)
     text = path.read_text(encoding="utf-8")
     assert "## You\n\nhello &lt;b>there&lt;/b>\n" in text and "## Assistant · foya-sim/small" in text
+
+
+async def test_opening_a_session_another_foya_writes_says_so(
+    runtime: Runtime, monkeypatch: pytest.MonkeyPatch, wait_until: WaitUntil
+) -> None:
+    parser, port, _ = three_sessions(runtime, monkeypatch)
+    app = FoyaApp(runtime, session_id=parser)
+    async with app.run_test(size=WIDE) as pilot:
+        await open_browser(pilot, wait_until)
+        await highlight(pilot, port)
+        with runtime.claim(port):  # as another process holding the lease would
+            await pilot.press("enter")
+            await wait_until(pilot, lambda: app.session is not None and app.session.id == port)
+            await wait_until(pilot, lambda: app.conversation.ready)
+            warnings = [text for text, severity in notifications(app) if severity == "warning"]
+            assert len(warnings) == 1 and f"session {port[:6]} is busy in another Foya" in warnings[0]
+            assert "your messages are refused until it stops" in warnings[0]
