@@ -62,6 +62,9 @@ def test_a_failed_turn_is_recorded_and_never_reaches_the_model(
     sent = [m for m in session.context().messages if m["role"] != "system"]
     assert [m["role"] for m in sent] == ["user", "user", "assistant"]
     assert all(failed.reason not in str(m["content"]) and "quota" not in str(m["content"]) for m in sent)
+    # Not a message: the search index leaves it out, and the store still verifies.
+    assert runtime.verify(session.id).ok
+    assert [hit.kind for hit in runtime.search(session.id, "quota")] == []
 
 
 def test_a_cancelled_turn_is_recorded_after_what_streamed(runtime: Runtime) -> None:
