@@ -78,14 +78,29 @@ def build_parser() -> argparse.ArgumentParser:
         help="what tools may do: read-only, ask (refused headless: nobody can answer), auto",
     )
 
-    sessions = commands.add_parser("sessions", help="list sessions")
+    sessions = commands.add_parser("sessions", help="list sessions; `rm` and `rename` change one")
     sessions.add_argument("--json", action="store_true", help="print JSON")
+    changes = sessions.add_subparsers(dest="sessions_command", parser_class=_Parser, metavar="{rm,rename}")
+    remove = changes.add_parser("rm", help="delete a session and everything stored for it")
+    remove.add_argument("session", metavar="ID")
+    remove.add_argument("--yes", action="store_true", help="do not ask first (needed without a terminal)")
+    remove.add_argument("--json", action="store_true", help="print JSON")
+    rename = changes.add_parser("rename", help="give a session a new title")
+    rename.add_argument("session", metavar="ID")
+    rename.add_argument("title", metavar="TITLE")
+    rename.add_argument("--json", action="store_true", help="print JSON")
 
     importer = commands.add_parser("import", help="import OpenAI-format messages (JSON array or JSONL)")
     importer.add_argument("file", help="transcript file; '-' reads stdin")
 
-    export = commands.add_parser("export", help="print a session as JSON lines")
+    export = commands.add_parser("export", help="print a session as JSON lines, or as Markdown")
     export.add_argument("session", metavar="SESSION")
+    export.add_argument(
+        "--format",
+        choices=("jsonl", "md"),
+        default="jsonl",
+        help="jsonl: every event (default); md: a readable transcript of the valid history",
+    )
     export.add_argument(
         "--projection", action="store_true", help="the compiled messages the model would see, not the history"
     )
@@ -301,23 +316,63 @@ def _run_turn(args: argparse.Namespace, session, prompt: str) -> int:
 
 
 def _cmd_sessions(args: argparse.Namespace) -> int:
+    if args.sessions_command == "rm":
+        return _cmd_sessions_rm(args)
+    if args.sessions_command == "rename":
+        return _cmd_sessions_rename(args)
+    from foya_tui.cli_json import session_json
+
     with _open_runtime(args, read_only=True) as runtime:
-        sessions = runtime.list_sessions()
+        sessions = runtime.session_overviews()
     if args.json:
-        _print_json(
-            {
-                "sessions": [
-                    {"id": s.id, "title": s.title, "updated": s.updated_at, "events": s.event_count}
-                    for s in sessions
-                ]
-            }
-        )
+        _print_json({"sessions": [session_json(overview) for overview in sessions]})
         return EXIT_OK
     if not sessions:
         say('no sessions yet: run `foya` or `foya run "hello"`')
         return EXIT_OK
-    for s in sessions:
-        say(f"{s.short_id}  {s.updated_at[:19].replace('T', ' ')}  {s.event_count:>6} events  {s.title}")
+    for overview in sessions:
+        s = overview.info
+        status = f"  ({overview.status})" if overview.status else ""
+        updated = s.updated_at[:19].replace("T", " ")
+        say(f"{s.short_id}  {updated}  {s.event_count:>6} events  {s.title}{status}")
+    return EXIT_OK
+
+
+def _confirm(question: str) -> bool:
+    """Ask on the terminal; only "y" or "yes" agrees (a closed stdin says no)."""
+    say(f"{question} [y/N] ", end="", err=True)
+    try:
+        answer = sys.stdin.readline()
+    except OSError:
+        return False
+    return answer.strip().lower() in ("y", "yes")
+
+
+def _cmd_sessions_rm(args: argparse.Namespace) -> int:
+    with _open_runtime(args) as runtime:
+        info = runtime.find_session(args.session)
+        if not args.yes:
+            if not sys.stdin.isatty():
+                raise UsageError(f"deleting session {info.short_id} cannot be undone: add --yes to confirm")
+            title = f" ({info.title})" if info.title else ""
+            if not _confirm(f"Delete session {info.short_id}{title}, {info.event_count:,} events?"):
+                say("nothing was deleted", err=True)
+                return EXIT_OK
+        deleted = runtime.delete_session(info.id)
+    if args.json:
+        _print_json({"deleted": deleted.info.id, "events": deleted.events})
+    else:
+        say(f"deleted session {deleted.info.short_id} ({deleted.events:,} events)")
+    return EXIT_OK
+
+
+def _cmd_sessions_rename(args: argparse.Namespace) -> int:
+    with _open_runtime(args) as runtime:
+        info = runtime.rename_session(args.session, args.title)
+    if args.json:
+        _print_json({"id": info.id, "title": info.title})
+    else:
+        say(f"session {info.short_id} is now titled: {info.title}")
     return EXIT_OK
 
 
@@ -342,6 +397,13 @@ def _cmd_import(args: argparse.Namespace) -> int:
 
 
 def _cmd_export(args: argparse.Namespace) -> int:
+    if args.format == "md":
+        if args.projection:
+            raise UsageError("--projection prints the model's messages as JSON; it has no Markdown form")
+        with _open_runtime(args, read_only=True) as runtime:
+            text = runtime.export_markdown(args.session)
+        say(text, end="")
+        return EXIT_OK
     with _open_runtime(args, read_only=None if args.projection else True) as runtime:
         model = args.sub_model or args.model
         route = runtime.route_for(model) if model else None

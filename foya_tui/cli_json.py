@@ -16,6 +16,7 @@ from typing import Any
 from foya_tui.runtime.compaction.attempt import CompactionResult
 from foya_tui.runtime.compaction.failures import BreakerState
 from foya_tui.runtime.compaction.report import InspectReport
+from foya_tui.runtime.runtime import SessionOverview
 from foya_tui.runtime.updates import (
     CompactionFinished,
     CompactionProgressed,
@@ -251,3 +252,21 @@ def _record_json(report: InspectReport, record: CheckpointRecord) -> dict[str, A
 
 
 __all__ = ["breaker_json", "compaction_json", "inspect_json", "json_of", "update_json"]
+
+
+def session_json(overview: SessionOverview) -> dict[str, Any]:
+    """One session of `foya sessions --json`: the keys it always had (id, title, updated, events)
+    and what the sessions browser shows beside them."""
+    info, stats = overview.info, overview.stats
+    return {
+        "id": info.id,
+        "title": info.title,
+        "updated": info.updated_at,
+        "events": info.event_count,
+        "model": stats.model,
+        "replies": stats.replies,
+        "checkpoints": stats.checkpoints,
+        "size_bytes": stats.size_bytes,
+        "forked_from": overview.forked_from,
+        "status": overview.status,
+    }

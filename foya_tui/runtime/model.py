@@ -30,6 +30,10 @@ class EventKind(StrEnum):
     CONTEXT_SNIPPED = "context_snipped"
     """Tool results the model no longer sees in full (micro-compaction or snip, SPEC K-2..K-4)."""
     PROVIDER_USAGE = "provider_usage"
+    TURN_OUTCOME = "turn_outcome"
+    """A turn that ended without its reply: failed (with the failure's kind and one-line reason) or
+    cancelled. A record for the user, shown on resume as it was live; never a message the model
+    sees (the compiler and forks read messages only)."""
 
 
 class Role(StrEnum):

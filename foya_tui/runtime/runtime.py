@@ -32,6 +32,7 @@ from foya_tui.runtime.context.compiler import ContextCompiler
 from foya_tui.runtime.context.index import wrong_token_counts
 from foya_tui.runtime.context.request import RequestView
 from foya_tui.runtime.fork import ForkedSession, fork_session
+from foya_tui.runtime.markdown import session_markdown
 from foya_tui.runtime.model import Event, EventKind, SessionInfo
 from foya_tui.runtime.providers.catalog import model_info, simulator_models
 from foya_tui.runtime.providers.client import CancelToken, ProviderClient
@@ -52,9 +53,12 @@ from foya_tui.runtime.store import (
 from foya_tui.runtime.store import SearchIndexDamaged as SearchIndexDamaged
 from foya_tui.runtime.store import SessionBusy as SessionBusy
 from foya_tui.runtime.store import SessionLease as SessionLease
-from foya_tui.runtime.store.events import utc_now
+from foya_tui.runtime.store.events import UnknownSessionError, utc_now
+from foya_tui.runtime.store.lease import lock_path
 from foya_tui.runtime.store.search import ProgressCallback as IndexProgress
 from foya_tui.runtime.store.search import index_stale_reason, message_body, snippet
+from foya_tui.runtime.store.sessions import SessionStats
+from foya_tui.runtime.text import terminal_safe
 from foya_tui.runtime.tools import default_registry
 from foya_tui.runtime.tools.approval import ApprovalPolicy, Approver
 from foya_tui.runtime.transcripts import parse_transcript
@@ -101,6 +105,37 @@ class SegmentSources:
     segment: CoveredBy
     events: tuple[RecallHit, ...]
     total: int
+
+
+TITLE_MAX = 120
+"""Characters a title given by the user keeps at most (a title is one line in every list)."""
+
+
+@dataclass(frozen=True)
+class SessionOverview:
+    """A session as the sessions browser lists it: its row, what its log holds, and where it was
+    forked from (None for a session that is no fork, or whose origin was deleted)."""
+
+    info: SessionInfo
+    stats: SessionStats
+    forked_from: str | None = None
+
+    @property
+    def status(self) -> str:
+        """What a reader needs to know beyond the numbers: a session that never got a reply, or
+        whose last turn failed or was cancelled; "" otherwise."""
+        outcome = self.stats.last_outcome
+        if self.stats.replies == 0:
+            return f"no reply · last turn {outcome}" if outcome else "no reply yet"
+        return f"last turn {outcome}" if outcome else ""
+
+
+@dataclass(frozen=True)
+class DeletedSession:
+    """A session just deleted: what it was, and how many events went with it."""
+
+    info: SessionInfo
+    events: int
 
 
 class Runtime:
@@ -295,6 +330,51 @@ class Runtime:
 
     def list_sessions(self, limit: int | None = None) -> list[SessionInfo]:
         return self.store.list_sessions(limit)
+
+    def session_overviews(self) -> list[SessionOverview]:
+        """Every session, newest first, with its counts, size, model and fork origin (the browser)."""
+        sessions = self.store.list_sessions()
+        stats = self.store.session_stats()
+        ids = {info.id for info in sessions}
+        listed = []
+        for info in sessions:
+            origin = fork_origin(info)
+            listed.append(
+                SessionOverview(info, stats.get(info.id, SessionStats()), origin if origin in ids else None)
+            )
+        return listed
+
+    def rename_session(self, id_or_prefix: str, title: str) -> SessionInfo:
+        """Give a session a new title: one line, control characters removed (raises InputError for
+        an empty one, UnknownSessionError for an unknown session)."""
+        info = self.store.find_session(id_or_prefix)
+        cleaned = " ".join(terminal_safe(title).split())
+        if not cleaned:
+            raise InputError("a session title cannot be empty")
+        self.store.set_title(info.id, cleaned[:TITLE_MAX])
+        return self.store.get_session(info.id)
+
+    def delete_session(self, id_or_prefix: str) -> DeletedSession:
+        """Delete a session whole: its events, checkpoints, artifacts, search index rows and every
+        other row kept for it, in one transaction, then its lease file. Raises SessionBusy (nothing
+        deleted) while another live Foya is writing it; other sessions are not touched."""
+        info = self.store.find_session(id_or_prefix)
+        with self.claim(info.id):
+            events = self.store.delete_session(info.id)
+            # The lease file goes while the lease is held: a writer that waits for it finds the
+            # session gone (UnknownSessionError), never a half-deleted one.
+            lock_path(self.paths.database, info.id).unlink(missing_ok=True)
+        return DeletedSession(info, events)
+
+    def fork_origin(self, session_id: str) -> SessionInfo | None:
+        """The session `session_id` was forked from, or None (no fork, or its origin was deleted)."""
+        origin = fork_origin(self.store.get_session(session_id))
+        if origin is None:
+            return None
+        try:
+            return self.store.get_session(origin)
+        except UnknownSessionError:
+            return None
 
     def fork(self, id_or_prefix: str, at_seq: int | None = None) -> ForkedSession:
         """Create a session from a session's valid messages through `at_seq` (None: all of them);
@@ -512,6 +592,32 @@ class Runtime:
         """Compile a session's next request without sending it."""
         return self.open_session(id_or_prefix, route).context()
 
+    def export_markdown(self, id_or_prefix: str) -> str:
+        """A session's valid history as a readable Markdown transcript (runtime/markdown.py)."""
+        info = self.store.find_session(id_or_prefix)
+        return session_markdown(info, self.store.events(info.id), exported_at=self.store.timestamp())
+
+    def write_markdown(self, id_or_prefix: str, folder: Path | None = None) -> Path:
+        """Write the Markdown transcript to a new file in `folder` (default: the working directory),
+        `foya-<id>.md` (`-2`, `-3`… when taken: nothing is overwritten); returns its path."""
+        info = self.store.find_session(id_or_prefix)
+        text = self.export_markdown(info.id)
+        folder = folder or self.workdir
+        for number in range(1, 1000):
+            suffix = "" if number == 1 else f"-{number}"
+            path = folder / f"foya-{info.short_id}{suffix}.md"
+            try:
+                with path.open("x", encoding="utf-8") as stream:
+                    stream.write(text)
+            except FileExistsError:
+                continue
+            except OSError as exc:
+                raise FoyaError(
+                    f"the transcript could not be written to {path}: {exc.strerror or exc}"
+                ) from None
+            return path
+        raise FoyaError(f"the transcript was not written: {folder} already holds 999 of this session's")
+
     def export(
         self, id_or_prefix: str, *, projection: bool = False, route: Route | None = None
     ) -> Iterator[Mapping[str, Any]]:
@@ -522,3 +628,10 @@ class Runtime:
         info = self.store.find_session(id_or_prefix)
         for event in self.store.events(info.id):
             yield event.to_export()
+
+
+def fork_origin(info: SessionInfo) -> str | None:
+    """The id of the session `info` was forked from, as fork_session recorded it, or None."""
+    forked = info.metadata.get("forked_from")
+    origin = forked.get("session") if isinstance(forked, Mapping) else None
+    return origin if isinstance(origin, str) and origin else None

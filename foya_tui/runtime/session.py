@@ -104,6 +104,15 @@ class ToolRuntime:
     shell_network: bool = False
 
 
+def outcome_event(failed: TurnFailed) -> NewEvent:
+    """The record of a turn that ended without its reply: the failure's kind (a FailureKind value,
+    `cancelled` or `step_limit`) and its one-line reason, already redacted by the provider layer."""
+    outcome = "cancelled" if failed.kind == "cancelled" else "failed"
+    return NewEvent(
+        EventKind.TURN_OUTCOME, {"outcome": outcome, "kind": failed.kind, "reason": failed.reason}
+    )
+
+
 def step_limit_reason(max_steps: int) -> str:
     """What a turn that reached the step limit says: what happened, and both ways on."""
     return (
@@ -166,7 +175,16 @@ class Session:
             self._tools.approval.mode = mode
 
     def send(self, text: str, cancel: CancelToken | None = None) -> Iterator[RuntimeUpdate]:
-        """Run one turn. The generator always ends with TurnFinished or TurnFailed."""
+        """Run one turn. The generator always ends with TurnFinished or TurnFailed; a turn that
+        failed or was cancelled is recorded first (a `turn_outcome` event), so that a resumed
+        session shows it where it happened, as it was shown live."""
+        for update in self._turn(text, cancel):
+            if isinstance(update, TurnFailed):
+                self.store.append(self.id, [outcome_event(update)])
+                self.info = self.store.get_session(self.id)
+            yield update
+
+    def _turn(self, text: str, cancel: CancelToken | None) -> Iterator[RuntimeUpdate]:
         cancel = cancel or CancelToken()
         cleaned = clean_user_text(text)
         if not cleaned:

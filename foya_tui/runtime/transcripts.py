@@ -9,6 +9,11 @@ calls: two calls with one id in one assistant message are refused (no result cou
 answers); a call that no tool message answers is kept, as it is common in real transcripts (an
 interrupted turn): the model's view closes it with the "no result was recorded" placeholder
 (`view/history.py`), as for a call interrupted in Foya itself.
+
+`foya export`'s own JSON lines import too: the valid history's messages become imported messages
+as above, and its failed or cancelled turns stay turn outcomes (shown where they happened, never
+sent to the model); what belonged to how the source was managed (usage, checkpoints, compaction
+records, snips, handoff reminders) is left out, as a fork leaves it out.
 """
 
 from __future__ import annotations
@@ -22,7 +27,8 @@ from dataclasses import dataclass
 from typing import Any, BinaryIO
 
 from foya_tui.errors import InputError
-from foya_tui.runtime.model import EventKind, NewArtifact, NewEvent
+from foya_tui.runtime.model import Event, EventKind, NewArtifact, NewEvent
+from foya_tui.runtime.view.history import event_message, valid_events
 
 ROLES = ("system", "user", "assistant", "tool")
 MAX_IMAGE_BYTES = 50 * 1024 * 1024
@@ -177,6 +183,45 @@ def _parse_items(text: str) -> list[tuple[str, Any]]:
     return parsed
 
 
+OUTCOMES = ("failed", "cancelled")
+
+
+def _is_export(items: list[tuple[str, Any]]) -> bool:
+    first = items[0][1] if items else None
+    return isinstance(first, Mapping) and {"seq", "kind", "payload"} <= set(first)
+
+
+def _from_export(items: list[tuple[str, Any]]) -> list[tuple[str, Any]]:
+    """`foya export` records as transcript items: OpenAI messages for the valid history's
+    messages, `("outcome", payload)` pairs for turn outcomes; everything else left out."""
+    by_seq: dict[int, str] = {}
+    events: list[Event] = []
+    for where, record in items:
+        if not isinstance(record, Mapping) or not {"seq", "kind", "payload"} <= set(record):
+            raise TranscriptError(f"{where}: a `foya export` record needs seq, kind and payload")
+        seq, kind, payload = record["seq"], record["kind"], record["payload"]
+        known = kind in EventKind._value2member_map_
+        if not isinstance(seq, int) or not isinstance(payload, Mapping) or not known or "problem" in record:
+            continue  # an unreadable row of the source, or a kind this Foya does not know
+        by_seq[seq] = where
+        events.append(Event("", seq, EventKind(kind), payload, str(record.get("created_at", ""))))
+    converted: list[tuple[str, Any]] = []
+    for event in valid_events(events):
+        where = by_seq[event.seq]
+        if event.kind is EventKind.TURN_OUTCOME:
+            if event.payload.get("outcome") in OUTCOMES and isinstance(event.payload.get("reason"), str):
+                converted.append((where, ("outcome", dict(event.payload))))
+            continue
+        message = event_message(event)
+        if message is None or event.kind is EventKind.HANDOFF:
+            continue
+        item = message.to_openai()
+        if message.attachments:  # the bytes are not in the export: the references say what was there
+            item["content"] = (message.content or "") + "\n[image not imported: not in the export]"
+        converted.append((where, item))
+    return converted
+
+
 def parse_transcript(data: bytes, source: str, *, max_bytes: int | None = None) -> Transcript:
     """Validate a whole transcript and turn it into imported-message events."""
     if max_bytes is not None and len(data) > max_bytes:
@@ -188,6 +233,8 @@ def parse_transcript(data: bytes, source: str, *, max_bytes: int | None = None) 
     except UnicodeDecodeError as exc:
         raise TranscriptError(f"not valid UTF-8 (byte {exc.start})") from None
     items = _parse_items(text)
+    if _is_export(items):
+        items = _from_export(items)
     if not items:
         raise TranscriptError("the file holds no messages")
     events: list[NewEvent] = []
@@ -195,6 +242,9 @@ def parse_transcript(data: bytes, source: str, *, max_bytes: int | None = None) 
     pending: list[str] = []  # unanswered call ids of the latest assistant message
     title = ""
     for where, item in items:
+        if isinstance(item, tuple):  # a turn outcome of a `foya export` (see `_from_export`)
+            events.append(NewEvent(EventKind.TURN_OUTCOME, item[1]))
+            continue
         if not isinstance(item, Mapping):
             raise TranscriptError(f"{where}: a message must be a JSON object")
         role = item.get("role")

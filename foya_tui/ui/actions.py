@@ -306,6 +306,13 @@ ACTIONS: tuple[UserAction, ...] = (
         palette="session: fork",
         slash=Slash("fork"),
     ),
+    UserAction(
+        "session.origin",
+        Intent.HISTORY,
+        "back to the session this one was forked from",
+        run="open_origin",
+        palette="session: back to the fork's origin",
+    ),
     # -- model and approvals ------------------------------------------------------------------------
     UserAction(
         "route.switch",
@@ -437,6 +444,56 @@ ACTIONS: tuple[UserAction, ...] = (
     ),
     UserAction("app.palette", Intent.APP, "the command palette: every command by name", key="ctrl+p"),
     UserAction(
+        "sessions.browse",
+        Intent.APP,
+        "every session (title, model, updated, events, checkpoints, size): filter as you type, "
+        "open, rename, delete, or go back to a fork's origin",
+        key="ctrl+o",
+        bound_in=BoundIn.CONVERSATION,
+        run="browse_sessions",
+        palette="session: browse sessions",
+        slash=Slash("sessions"),
+        label="sessions",
+        show=False,
+        priority=True,
+    ),
+    UserAction(
+        "sessions.open",
+        Intent.APP,
+        "open the highlighted session",
+        key="enter",
+        where="in the sessions browser",
+    ),
+    UserAction(
+        "sessions.rename",
+        Intent.APP,
+        "rename the highlighted session",
+        key="f2",
+        where="in the sessions browser",
+    ),
+    UserAction(
+        "sessions.delete",
+        Intent.APP,
+        "delete the highlighted session and everything stored for it (asks first; never the open one)",
+        key="delete",
+        where="in the sessions browser",
+    ),
+    UserAction(
+        "sessions.origin",
+        Intent.APP,
+        "open the session the highlighted one was forked from",
+        key="ctrl+b",
+        where="in the sessions browser",
+    ),
+    UserAction(
+        "session.export_md",
+        Intent.APP,
+        "write the conversation as a Markdown transcript to a new file in the working directory",
+        run="export_markdown",
+        palette="session: export as Markdown",
+        slash=Slash("export", choices=("md",), default="md"),
+    ),
+    UserAction(
         "theme.toggle",
         Intent.APP,
         "switch between the dark and the light theme",
@@ -495,6 +552,7 @@ KEY_NAMES = {
     "pagedown": "PageDown",
     "home": "Home",
     "end": "End",
+    "delete": "Del",
 }
 
 

@@ -44,16 +44,21 @@ from foya_tui.ui.messages import (
     RuntimeUpdated,
     SearchIndexStale,
     SessionCreated,
+    SessionDeleted,
     SessionForked,
     SessionInspected,
     SessionOpened,
+    SessionRenamed,
     SessionRewound,
+    SessionsListed,
+    SessionSwitched,
     SourceEventsRead,
     StepsRecorded,
     StoreRepaired,
     StoreRepairProgressed,
     ToolResultRead,
     ToolResultRecorded,
+    TranscriptExported,
     TurnRecorded,
     TurnRefused,
 )
@@ -462,7 +467,12 @@ class Bridge(Widget):
         user = next((e.seq for e in events if e.kind is EventKind.USER_MESSAGE), None)
         if user is None:
             return
-        replies = [e.seq for e in events if e.kind in (EventKind.ASSISTANT_MESSAGE, EventKind.TOOL_RESULT)]
+        # A turn outcome belongs to the reply it ends: a rewind to "after the reply" keeps it.
+        replies = [
+            e.seq
+            for e in events
+            if e.kind in (EventKind.ASSISTANT_MESSAGE, EventKind.TOOL_RESULT, EventKind.TURN_OUTCOME)
+        ]
         self.post_message(TurnRecorded(user, min(replies, default=None), max(replies, default=None)))
 
     @work(thread=True, exclusive=True, group="page", exit_on_error=False)
@@ -616,6 +626,102 @@ class Bridge(Widget):
         except Exception as exc:
             # A ForkError says in one line why history cannot be cut there, and where it could be.
             self.post_message(BridgeFailed(one_line(exc)))
+
+    # -- the sessions browser ----------------------------------------------------------------
+
+    @work(thread=True, exclusive=True, group="sessions", exit_on_error=False)
+    def list_sessions(self) -> None:
+        """Post every session with its counts, size, model and fork origin (the browser's list)."""
+        try:
+            assert self.runtime is not None, "sessions are listed only after the runtime was opened"
+            self._post_sessions(self.runtime)
+        except Exception as exc:
+            self.post_message(BridgeFailed(one_line(exc)))
+
+    def _post_sessions(self, runtime: Runtime) -> None:
+        session = self._session
+        self.post_message(SessionsListed(runtime.session_overviews(), session.id if session else None))
+
+    @work(thread=True, exclusive=True, group="sessions", exit_on_error=False)
+    def rename_session(self, session_id: str, title: str) -> None:
+        """Give a session a new title, then post it and the list again."""
+        try:
+            assert self.runtime is not None, "sessions are renamed only after the runtime was opened"
+            info = self.runtime.rename_session(session_id, title)
+            if self._session is not None and self._session.id == info.id:
+                self._session.info = info  # the header reads it
+            self.post_message(SessionRenamed(info))
+            self._post_sessions(self.runtime)
+        except Exception as exc:
+            self.post_message(BridgeFailed(one_line(exc)))
+
+    @work(thread=True, exclusive=True, group="sessions", exit_on_error=False)
+    def delete_session(self, session_id: str) -> None:
+        """Delete a session whole (under its lease: refused while another Foya writes it), then post
+        the list again. The open session is never deleted: the browser refuses it first."""
+        try:
+            assert self.runtime is not None, "sessions are deleted only after the runtime was opened"
+            if self._session is not None and self._session.id == session_id:
+                raise LookupError("The open conversation is not deleted; open another one first.")
+            deleted = self.runtime.delete_session(session_id)
+            self.post_message(SessionDeleted(deleted.info, deleted.events))
+            self._post_sessions(self.runtime)
+        except Exception as exc:
+            self.post_message(BridgeFailed(one_line(exc)))
+
+    @work(thread=True, exclusive=True, group="history", exit_on_error=False)
+    def open_stored(self, session_id: str) -> None:
+        """Open another stored session in place of the open one (call only between turns), on the
+        model of its last reply, and post its newest page and next request, as a resume does. Its
+        lease is taken for each write, as for any session (`_writing`); here it is only tried, to
+        say at once when another Foya is writing it."""
+        try:
+            self._open_stored(self._open(), session_id)
+        except Exception as exc:
+            self.post_message(BridgeFailed(one_line(exc)))
+
+    def _open_stored(self, runtime: Runtime, session_id: str) -> None:
+        from foya_tui.runtime.model import EventKind
+        from foya_tui.runtime.runtime import SessionBusy
+
+        session = runtime.open_session(session_id)
+        busy = None
+        try:
+            runtime.claim(session.id).release()
+        except SessionBusy as exc:
+            busy = f"{one_line(exc)}: you can read it; your messages are refused until it stops"
+        self._session, self._route = session, session.route
+        self._shown_seq = runtime.last_seq(session.id)
+        self.post_message(SessionSwitched(session, busy))
+        items, has_older = newest_page(runtime, session.id)
+        self.post_message(SessionOpened(session, items, has_older=has_older))
+        self._post_next_request(runtime, session)
+        last = last_compaction(runtime.events_of_kind(session.id, EventKind.COMPACTION_DIAGNOSTIC))
+        if last is not None:
+            self.post_message(LastCompactionRead(last))
+
+    @work(thread=True, exclusive=True, group="history", exit_on_error=False)
+    def open_origin(self) -> None:
+        """Open the session the open one was forked from (posts BridgeFailed when it is no fork,
+        or its origin was deleted)."""
+        try:
+            runtime, session = self._open_session()
+            origin = runtime.fork_origin(session.id)
+            if origin is None:
+                raise LookupError("This conversation is not a fork of a session that still exists.")
+            self._open_stored(runtime, origin.id)
+        except Exception as exc:
+            self.post_message(BridgeFailed(one_line(exc)))
+
+    @work(thread=True, exclusive=True, group="export", exit_on_error=False)
+    def export_markdown(self) -> None:
+        """Write the open session's Markdown transcript to a new file and post where it is."""
+        try:
+            runtime, session = self._open_session()
+            path = runtime.write_markdown(session.id)
+            self.post_message(TranscriptExported(str(path)))
+        except Exception as exc:
+            self.post_message(BridgeFailed(f"The transcript was not written: {one_line(exc)}"))
 
     @work(thread=True, exclusive=True, group="inspect", exit_on_error=False)
     def inspect(self) -> None:

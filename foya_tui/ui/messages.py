@@ -11,8 +11,9 @@ if TYPE_CHECKING:
     from foya_tui.runtime.compaction.attempt import CompactionResult, Proposal
     from foya_tui.runtime.compaction.report import CoveredBy, InspectReport, RecallHit
     from foya_tui.runtime.context.report import ContextReport
+    from foya_tui.runtime.model import SessionInfo
     from foya_tui.runtime.providers.routes import Route
-    from foya_tui.runtime.runtime import RouteOption
+    from foya_tui.runtime.runtime import RouteOption, SessionOverview
     from foya_tui.runtime.session import Session
     from foya_tui.runtime.tools.approval import ApprovalRequest
     from foya_tui.runtime.updates import RuntimeUpdate, ToolCallFinished
@@ -355,3 +356,49 @@ class SessionRewound(Message):
         self.items = items
         self.refill = refill
         self.has_older = has_older
+
+
+class SessionsListed(Message):
+    """Every session, newest first, for the sessions browser; `open_id` is the one on screen (None
+    before a new conversation's first message)."""
+
+    def __init__(self, overviews: list[SessionOverview], open_id: str | None) -> None:
+        super().__init__()
+        self.overviews = overviews
+        self.open_id = open_id
+
+
+class SessionRenamed(Message):
+    """A session got a new title (it may be the open one: the header follows)."""
+
+    def __init__(self, info: SessionInfo) -> None:
+        super().__init__()
+        self.info = info
+
+
+class SessionDeleted(Message):
+    """A session and everything stored for it were deleted (never the open one)."""
+
+    def __init__(self, info: SessionInfo, events: int) -> None:
+        super().__init__()
+        self.info = info
+        self.events = events
+
+
+class SessionSwitched(Message):
+    """Another stored session is open now (chosen in the browser, or a fork's origin); its history
+    follows as SessionOpened, its next request as ContextReported. `busy` says, in one line, that
+    another Foya is writing it (sending is refused until it stops), else None."""
+
+    def __init__(self, session: Session, busy: str | None) -> None:
+        super().__init__()
+        self.session = session
+        self.busy = busy
+
+
+class TranscriptExported(Message):
+    """The open session's Markdown transcript was written to `path`."""
+
+    def __init__(self, path: str) -> None:
+        super().__init__()
+        self.path = path

@@ -236,6 +236,16 @@ def test_file_lists_keep_the_most_recent_and_say_how_many_were_left_out() -> Non
     )
 
 
+def test_a_ledger_too_small_for_one_request_still_keeps_the_active_task() -> None:
+    """SPEC K-12: the fallback's ledger on a small window may have less room for requests than one
+    request takes; the newest (the active task) is then cut to the room, never left out."""
+    events = _events(_busy_session(files=30, requests=6, request_chars=600))
+    ledger = extract_ledger(events, 700)
+    (active,) = ledger.requests
+    assert active.text.startswith("request 5:") and active.full_chars > len(active.text)
+    assert ledger.left_out_of("requests") == 5  # the older requests (the rule is a directive)
+
+
 def test_the_budget_scales_with_the_window() -> None:
     small, large = ledger_budget_chars(8_192, 32_000), ledger_budget_chars(32_768, 32_000)
     assert small < large <= 32_000 and large == pytest.approx(4 * small, rel=0.01)

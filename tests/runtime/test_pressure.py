@@ -400,7 +400,9 @@ def test_an_overflow_after_output_started_fails_closed(tmp_path: Path, workdir: 
         assert isinstance(failed, TurnFailed) and "already started" in failed.reason
         assert "K-6" not in failed.reason and "SPEC" not in failed.reason  # words, not rule ids
         kinds = [e.kind for e in runtime.store.events(session_id)]
-        assert kinds[-1] is EventKind.ASSISTANT_MESSAGE and EventKind.COMPACTION_DIAGNOSTIC not in kinds
+        # The partial reply is kept, then the turn's outcome; no compaction was tried.
+        assert kinds[-2:] == [EventKind.ASSISTANT_MESSAGE, EventKind.TURN_OUTCOME]
+        assert EventKind.COMPACTION_DIAGNOSTIC not in kinds
 
 
 def test_a_blocked_hook_fails_the_reactive_path_and_keeps_the_context(tmp_path: Path, workdir: Path) -> None:

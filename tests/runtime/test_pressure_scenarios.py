@@ -111,8 +111,9 @@ def test_an_overflow_after_streaming_began_fails_closed(
         failed = updates[-1]
         assert isinstance(failed, TurnFailed) and failed.kind == "input_overflow"
         assert "already started" in failed.reason and "K-6" not in failed.reason  # words, not rule ids
-        last = runtime.store.events(session.id)[-1]
-        assert last.payload.get("finish_reason") == "error" and last.payload.get("text")
+        last = runtime.store.last_event(session.id, EventKind.ASSISTANT_MESSAGE)
+        assert last is not None and last.payload.get("finish_reason") == "error" and last.payload.get("text")
+        assert runtime.store.events(session.id)[-1].kind is EventKind.TURN_OUTCOME
 
 
 def test_a_native_checkpoint_is_never_sent_to_another_route(tmp_path: Path) -> None:

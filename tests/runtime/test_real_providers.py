@@ -206,9 +206,10 @@ def test_a_closed_port_is_a_connection_failure_and_is_retried(
         session_id, updates = run_turn(rt)
         assert [type(u) for u in updates].count(RetryScheduled) == 2
         assert isinstance(updates[-1], TurnFailed) and updates[-1].kind == "connection"
-        # The user message stays; no reply and no accepted boundary were recorded.
+        # The user message stays, then the turn outcome (never sent to the model); no reply and
+        # no accepted boundary were recorded.
         kinds = [e.kind for e in rt.store.events(session_id)]
-        assert kinds == [EventKind.USER_MESSAGE]
+        assert kinds == [EventKind.USER_MESSAGE, EventKind.TURN_OUTCOME]
 
 
 def test_an_unresolvable_host_is_a_connection_failure(unresolvable: str) -> None:
@@ -278,7 +279,7 @@ def test_a_truly_empty_reply_is_named_and_not_stored(
         assert isinstance(failed, TurnFailed) and failed.kind == "empty_reply"
         assert "the provider ended the reply without any text" in failed.reason
         kinds = [e.kind for e in rt.store.events(session_id)]
-        assert kinds == [EventKind.USER_MESSAGE]
+        assert kinds == [EventKind.USER_MESSAGE, EventKind.TURN_OUTCOME]
 
 
 @pytest.mark.parametrize(

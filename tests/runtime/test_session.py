@@ -118,7 +118,9 @@ def test_cancel_before_output_records_no_reply(runtime: Runtime) -> None:
     cancel.cancel()
     updates = run_turn(session, "hello", cancel)
     assert updates[-1].kind == "cancelled"
-    assert [e.kind for e in runtime.store.events(session.id)] == [EventKind.USER_MESSAGE]
+    # No reply: the user message, then the record that the turn was cancelled (for the user only).
+    kinds = [e.kind for e in runtime.store.events(session.id)]
+    assert kinds == [EventKind.USER_MESSAGE, EventKind.TURN_OUTCOME]
 
 
 def test_cancel_mid_stream_keeps_what_was_shown(runtime: Runtime) -> None:
@@ -130,8 +132,8 @@ def test_cancel_mid_stream_keeps_what_was_shown(runtime: Runtime) -> None:
         if isinstance(update, ReplyDelta):
             cancel.cancel()
     assert updates[-1].kind == "cancelled"
-    stored = runtime.store.events(session.id)[-1]
-    assert stored.payload["finish_reason"] == "cancelled"
+    stored = runtime.store.last_event(session.id, EventKind.ASSISTANT_MESSAGE)
+    assert stored is not None and stored.payload["finish_reason"] == "cancelled"
     assert stored.payload["text"] == "".join(u.text for u in updates if isinstance(u, ReplyDelta))
 
 

@@ -73,10 +73,12 @@ async def candidate_open(pilot: Pilot[None]) -> None:
 
 
 def test_inspector_with_two_checkpoints(snap_compare, history_app: tuple[Runtime, str]) -> None:
-    """The inspector on foya-dark: header "Inspector · session 3f2a9c · 2 checkpoints · read from the
-    store". Left, CHECKPOINTS: "● 05f8aae9… current  L2  1 seg  llm" in bold teal with "seg 1  seq
-    1–48" under it (highlighted), then "○ 1610492b… earlier  L0  3 seg  llm" with three segments
-    (seq 1–24, 25–34, 35–42) and a last line "○ (none) · the model sees the full history" in grey.
+    """The inspector on foya-dark: header "Inspector · session 3f2a9c · 3 checkpoints · read from the
+    store". Left, CHECKPOINTS: "● 3b5dd9d0… current  L2  1 seg  llm" in bold teal with "seg 1  seq
+    1–49" under it (highlighted), then "○ a79018e6… earlier  L0  3 seg  llm" with three segments
+    (seq 1–26, 27–36, 37–44), the first manual compaction's fallback "○ … voided  L0  1 seg
+    fallback" ("⚠ voided by the rewind at seq 25") and a last line "○ (none) · the model sees the
+    full history" in grey.
     Below, DIAGNOSTICS newest first, each naming its producer ("manual standalone llm"): a yellow
     "✗ failed" (rejected twice, C-9), two green "✓ accepted" with their sizes, a yellow "✗ rejected"
     (would not shrink); FINGERPRINTS 1/16 with the same reason; "BREAKER closed · 1/3 failed

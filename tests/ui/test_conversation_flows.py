@@ -13,9 +13,10 @@ from foya_tui.ui.screens.conversation import ConversationScreen
 from foya_tui.ui.screens.conversation_commands import CommandFlow
 from foya_tui.ui.screens.conversation_compaction import CompactionFlow
 from foya_tui.ui.screens.conversation_history import HistoryFlow
+from foya_tui.ui.screens.conversation_sessions import SessionsFlow
 from foya_tui.ui.screens.conversation_turn import TurnFlow
 
-FLOWS = (TurnFlow, CompactionFlow, HistoryFlow, CommandFlow)
+FLOWS = (TurnFlow, CompactionFlow, HistoryFlow, CommandFlow, SessionsFlow)
 OWN = (ConversationScreen, *FLOWS)
 
 

@@ -16,6 +16,7 @@ from foya_tui.ui.screens.compaction import CompactionScreen
 from foya_tui.ui.screens.conversation import ConversationScreen
 from foya_tui.ui.screens.help import HelpScreen
 from foya_tui.ui.screens.inspector import InspectorScreen
+from foya_tui.ui.screens.sessions import SessionsScreen
 from foya_tui.ui.screens.tool_output import ToolOutputScreen
 from foya_tui.ui.widgets.message_block import MessageBlock
 from foya_tui.ui.widgets.message_list import MessageList
@@ -34,6 +35,7 @@ DECLARING = (
     ToolOutputScreen,
     ApprovalScreen,
     CompactionScreen,
+    SessionsScreen,
 )
 """The widgets and dialogs that declare the keys the table documents as working elsewhere."""
 NOT_A_BINDING = {

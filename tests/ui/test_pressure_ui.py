@@ -298,8 +298,9 @@ async def test_esc_cancels_a_budget_compaction_inside_a_turn_and_nothing_is_writ
             assert report.diagnostics[-1].payload["outcome"] == "cancelled"
             kinds = [event.kind for event in runtime.store.events(session.id)]
             user = len(kinds) - 1 - kinds[::-1].index(EventKind.USER_MESSAGE)
-            # After the message: the cancelled attempt's diagnostic, no checkpoint, snip or reply.
-            assert kinds[user + 1 :] == [EventKind.COMPACTION_DIAGNOSTIC]
+            # After the message: the cancelled attempt's diagnostic, no checkpoint, snip or reply;
+            # then the record that the turn was cancelled.
+            assert kinds[user + 1 :] == [EventKind.COMPACTION_DIAGNOSTIC, EventKind.TURN_OUTCOME]
             seen = updates(posted)
             (finished,) = [u for u in seen if isinstance(u, CompactionFinished)]
             assert finished.result.outcome == "cancelled"

@@ -707,15 +707,9 @@ class CompactionService:
         )
         attempt.note = why
         smallest: _Measured | None = None
+        ledger_budget = ledger_chars
         for _ in range(FALLBACK_ROUNDS):
-            # SPEC K-10, K-12: the ledger is part of what the fallback adds, so it takes at most its
-            # share of the fallback's budget: on a small window, over a short prefix, the ledger at
-            # its usual size would make the checkpoint larger than the history it replaces.
-            ledger = extract_ledger(
-                covered,
-                min(ledger_chars, int(budget_tokens * FALLBACK_LEDGER_SHARE * LEDGER_CHARS_PER_TOKEN)),
-                earlier=base.ledger if base is not None else None,
-            )
+            ledger = extract_ledger(covered, ledger_budget, earlier=base.ledger if base is not None else None)
             try:
                 candidate = fallback_candidate(
                     snapshot,
@@ -745,9 +739,13 @@ class CompactionService:
                 smallest = measured
             too_much = max(measured.over_line, measured.growth + 1)
             tighter = max(FALLBACK_MIN_TOKENS, budget_tokens - int(too_much * 1.05) - 16)
-            if tighter >= budget_tokens:
+            # SPEC K-10, K-12: the ledger is part of what the fallback adds. At its usual size it
+            # may be larger than a short prefix on a small window: from the second round on it takes
+            # at most its share of the fallback's budget, so the checkpoint can shrink at all.
+            tighter_ledger = min(ledger_budget, int(tighter * FALLBACK_LEDGER_SHARE * LEDGER_CHARS_PER_TOKEN))
+            if tighter >= budget_tokens and tighter_ledger >= ledger_budget:
                 break
-            budget_tokens = tighter
+            budget_tokens, ledger_budget = tighter, tighter_ledger
         if smallest is not None:
             # Nothing more can shrink: the smallest fallback still replaces more than it adds, and the
             # provider is the final judge of what fits (SPEC C-1, 001).

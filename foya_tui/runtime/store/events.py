@@ -22,6 +22,7 @@ from foya_tui.runtime.store.artifacts import insert_artifacts, read_artifact
 from foya_tui.runtime.store.chain import append_chains
 from foya_tui.runtime.store.db import BUSY_TIMEOUT_MS, Database
 from foya_tui.runtime.store.search import BATCH_PAUSE_SECONDS, SearchHit, index_events_guarded, search
+from foya_tui.runtime.store.sessions import SessionStats, delete_session_rows, session_stats
 
 Clock = Callable[[], datetime]
 
@@ -238,6 +239,17 @@ class EventStore:
             cursor = self._sql.execute_sql("UPDATE session SET title = ? WHERE id = ?", (title, session_id))
             if cursor.rowcount == 0:
                 raise UnknownSessionError(f"no session {session_id!r}")
+
+    def session_stats(self) -> dict[str, SessionStats]:
+        """Every session's counts, size, last model and last failed turn, by id (the browser's)."""
+        return session_stats(self._sql)
+
+    def delete_session(self, session_id: str) -> int:
+        """Delete a session whole in one transaction: its events, checkpoints, artifacts, search
+        index rows and every other row kept for it (raises UnknownSessionError); returns how many
+        events went. The caller holds the session's lease."""
+        self.get_session(session_id)
+        return delete_session_rows(self._sql, session_id)
 
     # -- events ---------------------------------------------------------------------------
 

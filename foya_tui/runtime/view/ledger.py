@@ -62,6 +62,8 @@ ITEM_OVERHEAD_CHARS = 14
 """What one rendered item costs beyond its text (`- [seq 12345] ` and the newline)."""
 LEFT_OUT_NOTE_CHARS = 100
 """What the line saying how many records of a kind were left out, and how to find them, costs."""
+ACTIVE_TASK_MIN_CHARS = 80
+"""The shortest form of the active task a ledger keeps, however small its budget."""
 ACTIVE_REQUESTS = 3
 """The newest requests that form the active task with the anchor: shortened last among requests."""
 LEDGER_WINDOW_SHARE = 0.12
@@ -532,6 +534,12 @@ def _fit(groups: dict[str, list[LedgerItem]], budget_chars: int) -> dict[str, in
                 break
             kept.append(item)
             used += item.cost
+        if kind == "requests" and not kept and newest_first:
+            # The active task is never left out (SPEC K-12): in a ledger too small for one request
+            # as it is, the newest stays, cut to the room there is (at least a recognisable line).
+            room = max(ACTIVE_TASK_MIN_CHARS, allowed[kind] - ITEM_OVERHEAD_CHARS)
+            kept = [newest_first[0].shortened(room)]
+            groups[kind] = [kept[0] if item is newest_first[0] else item for item in groups[kind]]
         kept_seqs = {id(item) for item in kept}
         left_out[kind] = len(groups[kind]) - len(kept)
         groups[kind] = [item for item in groups[kind] if id(item) in kept_seqs]

@@ -61,6 +61,7 @@ from foya_tui.ui.messages import (
 from foya_tui.ui.screens.conversation_commands import CommandFlow
 from foya_tui.ui.screens.conversation_compaction import CompactionFlow
 from foya_tui.ui.screens.conversation_history import HistoryFlow
+from foya_tui.ui.screens.conversation_sessions import SessionsFlow
 from foya_tui.ui.screens.conversation_state import NO_SESSION, Activity, ConversationState, Refusal
 from foya_tui.ui.screens.conversation_turn import TurnFlow
 from foya_tui.ui.widgets.budget_meter import (
@@ -93,7 +94,7 @@ SIMULATOR_HINT = (
 # The flows precede Screen so that TurnFlow's cooperative __init__ runs. No method is defined in
 # two of these classes: Textual dispatches an `on_*` handler from every class of the MRO, so a
 # duplicate would run twice (tests/ui/test_conversation_flows.py checks).
-class ConversationScreen(TurnFlow, CompactionFlow, HistoryFlow, CommandFlow, Screen[None]):
+class ConversationScreen(TurnFlow, CompactionFlow, HistoryFlow, CommandFlow, SessionsFlow, Screen[None]):
     """The main screen: one conversation with the agent."""
 
     CSS_PATH = "conversation.tcss"

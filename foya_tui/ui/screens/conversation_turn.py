@@ -25,7 +25,7 @@ from foya_tui.ui.screens.conversation_host import ConversationHost
 from foya_tui.ui.screens.conversation_state import Activity
 from foya_tui.ui.widgets.budget_meter import compaction_ended, compaction_running
 from foya_tui.ui.widgets.message_block import MessageBlock, handoff_note, snip_note
-from foya_tui.ui.widgets.outcome_notes import compaction_note, compaction_notice
+from foya_tui.ui.widgets.outcome_notes import compaction_note, compaction_notice, turn_outcome_line
 from foya_tui.ui.widgets.prompt import Prompt
 
 if TYPE_CHECKING:
@@ -183,12 +183,13 @@ class TurnFlow(ConversationHost):
                 self.notify(update.notice, severity="warning", markup=False)
             await self._end_turn(f"⚠ {update.notice}" if update.notice else None)
         elif isinstance(update, TurnFailed):
+            # The line a resumed session shows too, read from the stored turn outcome.
+            line = turn_outcome_line(update.kind, update.reason)
             if update.kind == "cancelled":
                 self.notify("Reply cancelled.", timeout=3)
-                await self._end_turn("cancelled")
             else:
                 self.notify(update.reason, severity="error", markup=False)
-                await self._end_turn(f"✗ {update.reason}")
+            await self._end_turn(line)
 
     async def on_tool_result_recorded(self, message: ToolResultRecorded) -> None:
         from foya_tui.ui.widgets.tool_block import ToolBlock

@@ -133,6 +133,7 @@ def history_items(events: Iterable[Event]) -> list[HistoryItem]:
     # Imported here: history and tool blocks are not needed before the first frame (bench_startup.py).
     from foya_tui.runtime.model import EventKind, Role
     from foya_tui.runtime.view.history import PendingCalls, event_message, valid_events
+    from foya_tui.ui.widgets.outcome_notes import turn_outcome_line
     from foya_tui.ui.widgets.tool_block import ToolItem
 
     items: list[HistoryItem] = []
@@ -158,6 +159,17 @@ def history_items(events: Iterable[Event]) -> list[HistoryItem]:
             notes.clear()
 
     for event in valid_events(events):
+        if event.kind is EventKind.TURN_OUTCOME:
+            # A failed or cancelled turn: its line goes under what the turn left (its reply, or
+            # the user's message when nothing came), as the live turn put it there.
+            line = turn_outcome_line(str(event.payload.get("kind", "")), str(event.payload.get("reason", "")))
+            if turn is not None:
+                turn.marker, turn.last_seq = line, event.seq
+            else:
+                close_turn()
+                if items:
+                    items[-1] = replace(items[-1], marker=line)
+            continue
         note = context_note(event)
         if note is not None:
             # Between two steps of a turn (its last part a tool call) the note joins it; otherwise

@@ -1,9 +1,10 @@
-"""Provides what is said when a compaction ends: the one-line notification, and the dim note it
-leaves in the conversation (when it ran, why, the tokens before → after and who made the
-checkpoint, or why it failed). Built from how the
-compaction ended, live or read back from its stored diagnostic event, so a resumed session shows the
-same line as the live one did (message_list.context_note reads the event; the turn and compaction
-flows the live result)."""
+"""Provides what is said when a compaction or a turn ends without its usual result: for a
+compaction the one-line notification and the dim note it leaves in the conversation (when it ran,
+why, the tokens before → after and who made the checkpoint, or why it failed); for a failed or
+cancelled turn the line under it ("✗ …", "cancelled"). Built from how it ended, live or read back
+from its stored event (compaction diagnostic, turn outcome), so a resumed session shows the same
+line as the live one did (message_list reads the events; the turn and compaction flows the live
+results)."""
 
 from __future__ import annotations
 
@@ -63,3 +64,13 @@ def compaction_notice(result: CompactionResult, *, declined: bool = False) -> tu
         return f"Nothing to compact: {reason}.", "information"
     severity: SeverityLevel = "error" if outcome == "failed" else "warning"
     return f"Compaction {outcome.replace('_', ' ')}: {reason}", severity
+
+
+def turn_outcome_line(kind: str, reason: str) -> str:
+    """The line under a turn that ended without its reply: `cancelled`, or `✗ ` and why it failed
+    (`kind` is a failure kind, `cancelled` or `step_limit`; the reason is one line from the runtime)."""
+    from foya_tui.ui.widgets.budget_meter import one_line
+
+    if kind == "cancelled":
+        return "cancelled"
+    return f"✗ {one_line(reason, limit=500)}"
