@@ -70,6 +70,8 @@ from foya_tui.ui.widgets.prompt import Prompt
 from foya_tui.ui.widgets.slash_completions import SlashCompletions
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from foya_tui.runtime.context.report import ContextReport
     from foya_tui.runtime.providers.routes import Route
     from foya_tui.runtime.runtime import Runtime
@@ -133,9 +135,10 @@ class ConversationScreen(TurnFlow, CompactionFlow, HistoryFlow, CommandFlow, Scr
         *,
         session_id: str | None = None,
         model: str | None = None,
+        config_file: Path | None = None,
     ) -> None:
         super().__init__()
-        self.bridge = Bridge(runtime, model=model)
+        self.bridge = Bridge(runtime, model=model, config_file=config_file)
         self._session_id = session_id
         self._route: Route | None = None
         self._shortened: frozenset[int] = frozenset()
