@@ -407,7 +407,7 @@ def format_context(report: ContextReport) -> str:
         )
     native = report.native
     if native:
-        sent = "sent with this request" if native.sent else "not sent: it belongs to another route (R-2)"
+        sent = "sent with this request" if native.sent else "not sent: it belongs to another route"
         lines.append(f"native state  {native.checkpoint_id[:12]} of {native.bound_model}, {sent}")
     snipped = report.snipped
     if snipped.count:
@@ -419,7 +419,7 @@ def format_context(report: ContextReport) -> str:
     if handoff.status is not EpochStatus.NONE:
         lines.append(f"handoff       {handoff.status:>10} for this epoch")
     if not report.snapshot_known:
-        lines.append("token count   unknown window and no usage yet: no handoff or LLM compaction (K-5)")
+        lines.append("token count   unknown window and no usage yet: no handoff or LLM compaction")
     lines += [f"note: {notice}" for notice in report.notices]
     return "\n".join(lines)
 

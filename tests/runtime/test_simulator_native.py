@@ -217,7 +217,7 @@ def test_every_other_route_refuses_the_state_loudly(model: str, streamed: bool) 
     state = state_of(long_conversation())
     failure = failure_of(model, [{"role": "user", "content": "hello"}], streamed=streamed, native_state=state)
     assert failure.kind is FailureKind.OTHER
-    assert f"{model} does not accept native state from another route (SPEC R-2)" in failure.message
+    assert f"{model} does not accept native state from another route" in failure.message
 
 
 @pytest.mark.parametrize("model", OTHER_SIMULATORS)
