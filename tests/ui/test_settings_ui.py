@@ -88,8 +88,8 @@ async def test_a_config_file_that_is_not_valid_is_never_overwritten(
         await wait_until(pilot, lambda: app.conversation.ready)
         config.write_text(broken, encoding="utf-8")
         await submit(pilot, "/theme", wait_until)
-        await wait_until(pilot, lambda: any("was not saved" in text for text, _ in app.notified))
-        (said,) = [(text, severity) for text, severity in app.notified if "was not saved" in text]
+        await wait_until(pilot, lambda: any("was not saved" in text for text, _ in getattr(app, "notified", [])))
+        (said,) = [(text, severity) for text, severity in getattr(app, "notified", []) if "was not saved" in text]
         assert said[1] == "warning" and "is not valid TOML" in said[0] and "\n" not in said[0]
         assert app.theme == "foya-light"  # it still applies in this app
     assert config.read_text(encoding="utf-8") == broken
@@ -149,3 +149,24 @@ def test_key_names_are_checked_as_textual_reads_them() -> None:
     for bad in ("", "ctrl+", "crtl+l", "ctrl+banana", "f6,,x"):
         assert key_problem(bad) is not None, bad
     assert keymap_from({"help.show": "?"}).keys == {"help.show": "question_mark"}
+
+
+async def test_a_screenshot_into_a_missing_folder_says_why_and_into_a_folder_is_saved(
+    app: FoyaApp, tmp_path: Path, monkeypatch, wait_until: WaitUntil
+) -> None:
+    """`screen: save screenshot` writes to the Downloads folder; where there is none, it says so."""
+    home = tmp_path / "user"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(home / ".config"))  # no user-dirs.dirs there
+    monkeypatch.delenv("XDG_DOWNLOAD_DIR", raising=False)
+    async with app.run_test() as pilot:
+        await wait_until(pilot, lambda: app.conversation.ready)
+        app.action_save_screenshot()
+        await wait_until(pilot, lambda: any("screenshot" in text.lower() for text, _ in getattr(app, "notified", [])))
+        ((said, severity),) = [(t, s) for t, s in getattr(app, "notified", []) if "screenshot" in t.lower()]
+        assert severity == "error" and f"the folder {home / 'Downloads'} does not exist" in said
+        (home / "Downloads").mkdir()
+        app.action_save_screenshot()
+        await wait_until(pilot, lambda: any("Screenshot saved to" in text for text, _ in getattr(app, "notified", [])))
+    assert [path.suffix for path in (home / "Downloads").iterdir()] == [".svg"]
