@@ -35,6 +35,11 @@ max_steps = 40
 """
 
 
+def notified_by(app: FoyaApp) -> list[tuple[str, str]]:
+    """What the app notified so far, (text, severity) in order (tests/ui/conftest.py keeps it)."""
+    return list(getattr(app, "notified", []))
+
+
 def restarted(config: Path, make_runtime: MakeRuntime) -> FoyaApp:
     """A new app over a new runtime whose settings are read from `config`, as `foya` starts."""
     settings = replace(load_settings(config, env={}), retry_backoff=0.0)
@@ -88,8 +93,8 @@ async def test_a_config_file_that_is_not_valid_is_never_overwritten(
         await wait_until(pilot, lambda: app.conversation.ready)
         config.write_text(broken, encoding="utf-8")
         await submit(pilot, "/theme", wait_until)
-        await wait_until(pilot, lambda: any("was not saved" in text for text, _ in getattr(app, "notified", [])))
-        (said,) = [(text, severity) for text, severity in getattr(app, "notified", []) if "was not saved" in text]
+        await wait_until(pilot, lambda: any("was not saved" in text for text, _ in notified_by(app)))
+        (said,) = [(text, severity) for text, severity in notified_by(app) if "was not saved" in text]
         assert said[1] == "warning" and "is not valid TOML" in said[0] and "\n" not in said[0]
         assert app.theme == "foya-light"  # it still applies in this app
     assert config.read_text(encoding="utf-8") == broken
@@ -102,7 +107,7 @@ async def test_a_remapped_key_runs_its_action_and_help_and_footer_show_it(
     app = FoyaApp(make_runtime(settings))
     async with app.run_test(size=(140, 50)) as pilot:
         await wait_until(pilot, lambda: app.conversation.ready)
-        assert not [text for text, severity in getattr(app, "notified", []) if severity == "warning"]
+        assert not [text for text, severity in notified_by(app) if severity == "warning"]
         footer = visible_text(app.conversation.query_one(Footer))
         assert "f4 help" in footer.lower() and "^o" in footer and "^r" not in footer
         await pilot.press("f1")  # the old key does nothing now
@@ -130,7 +135,7 @@ async def test_unknown_ids_and_bad_keys_are_one_line_warnings_and_the_rest_appli
     app = FoyaApp(make_runtime(Settings(retry_backoff=0.0, keys=keys)))
     async with app.run_test() as pilot:
         await wait_until(pilot, lambda: app.conversation.ready)
-        warnings = [text for text, severity in getattr(app, "notified", []) if severity == "warning"]
+        warnings = [text for text, severity in notified_by(app) if severity == "warning"]
         assert len(warnings) == 3 and all("\n" not in text for text in warnings)
         assert any("did you mean 'context.compact'?" in text for text in warnings)
         assert any("'banana' is not a key name" in text and "stays ctrl+r" in text for text in warnings)
@@ -163,10 +168,10 @@ async def test_a_screenshot_into_a_missing_folder_says_why_and_into_a_folder_is_
     async with app.run_test() as pilot:
         await wait_until(pilot, lambda: app.conversation.ready)
         app.action_save_screenshot()
-        await wait_until(pilot, lambda: any("screenshot" in text.lower() for text, _ in getattr(app, "notified", [])))
-        ((said, severity),) = [(t, s) for t, s in getattr(app, "notified", []) if "screenshot" in t.lower()]
+        await wait_until(pilot, lambda: any("screenshot" in text.lower() for text, _ in notified_by(app)))
+        ((said, severity),) = [(t, s) for t, s in notified_by(app) if "screenshot" in t.lower()]
         assert severity == "error" and f"the folder {home / 'Downloads'} does not exist" in said
         (home / "Downloads").mkdir()
         app.action_save_screenshot()
-        await wait_until(pilot, lambda: any("Screenshot saved to" in text for text, _ in getattr(app, "notified", [])))
+        await wait_until(pilot, lambda: any("Screenshot saved to" in text for text, _ in notified_by(app)))
     assert [path.suffix for path in (home / "Downloads").iterdir()] == [".svg"]
