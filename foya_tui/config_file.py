@@ -55,7 +55,7 @@ TEMPLATE = """\
 
 # [keys]                            # remap a key by its action's id (F1 lists the actions)
 # "context.compact" = "ctrl+l"
-# "route.switch" = "f6"
+# "route.switch" = "f4"
 """
 
 

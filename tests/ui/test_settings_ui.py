@@ -175,3 +175,16 @@ async def test_a_screenshot_into_a_missing_folder_says_why_and_into_a_folder_is_
         app.action_save_screenshot()
         await wait_until(pilot, lambda: any("Screenshot saved to" in text for text, _ in notified_by(app)))
     assert [path.suffix for path in (home / "Downloads").iterdir()] == [".svg"]
+
+
+def test_the_readme_keys_example_is_valid() -> None:
+    import re
+    import tomllib
+
+    from foya_tui.settings import settings_from_mapping
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    block = re.search(r"\n(\[keys\].*?)```", readme, re.S)
+    assert block is not None
+    keys = settings_from_mapping(tomllib.loads(block.group(1))).keys
+    assert keys and keymap_from(keys).problems == ()
