@@ -19,6 +19,7 @@ from foya_tui.ui.keymap import key_problem, keymap_from
 from foya_tui.ui.screens.conversation import ConversationScreen
 from foya_tui.ui.screens.help import HelpScreen
 from foya_tui.ui.screens.routes import RouteSwitcher
+from foya_tui.ui.widgets.prompt import Prompt
 from tests.ui.screen_text import visible_text
 from tests.ui.test_slash_commands import submit
 
@@ -110,6 +111,7 @@ async def test_a_remapped_key_runs_its_action_and_help_and_footer_show_it(
         assert not [text for text, severity in notified_by(app) if severity == "warning"]
         footer = visible_text(app.conversation.query_one(Footer))
         assert "f4 help" in footer.lower() and "^o" in footer and "^r" not in footer
+        assert app.conversation.query_one(Prompt).placeholder.endswith("· F4 help")
         await pilot.press("f1")  # the old key does nothing now
         await pilot.pause()
         assert isinstance(app.screen, ConversationScreen)
