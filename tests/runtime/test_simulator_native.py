@@ -103,7 +103,7 @@ def test_an_ordinary_chat_on_native_behaves_like_small_with_its_own_window() -> 
     hello = [{"role": "user", "content": "hello"}]
     native, small = complete(NATIVE, hello), complete("foya-sim/small", hello)
     assert "offline simulator" in native.text and native.finish_reason == "stop"
-    assert "of 16,384 tokens" in native.text  # the catalog's window for foya-sim/native
+    assert "the window is 16,384" in native.text  # the catalog's window for foya-sim/native
     assert native.usage == small.usage
     assert native.text.replace("16,384", "8,192") == small.text
 
