@@ -49,7 +49,8 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=(
             "files:\n"
             f"  config    {paths.config_file}\n"
-            f"  database  {paths.database}\n\n"
+            f"  database  {paths.database}\n"
+            "  `foya config` prints every setting in force; `foya config edit` opens the file\n\n"
             "environment:\n"
             "  FOYA_HOME        one folder for the config and the database\n"
             "  FOYA_MODEL       the model to use, overriding the config's `model`\n"
@@ -151,6 +152,15 @@ def build_parser() -> argparse.ArgumentParser:
         "--at", type=int, metavar="SEQ", help="the last event the fork keeps (default: the end)"
     )
     fork.add_argument("--json", action="store_true", help="print JSON")
+
+    config = commands.add_parser(
+        "config", help="where config.toml and the database are, and every setting in force"
+    )
+    config.add_argument("--json", action="store_true", help="print JSON")
+    config_commands = config.add_subparsers(dest="config_command", parser_class=_Parser)
+    config_commands.add_parser(
+        "edit", help="open config.toml in $EDITOR (or $VISUAL), made from a commented template when missing"
+    )
     return parser
 
 
@@ -459,7 +469,7 @@ def format_context(report: ContextReport) -> str:
         )
     native = report.native
     if native:
-        sent = "sent with this request" if native.sent else "not sent: it belongs to another route (R-2)"
+        sent = "sent with this request" if native.sent else "not sent: it belongs to another route"
         lines.append(f"native state  {native.checkpoint_id[:12]} of {native.bound_model}, {sent}")
     snipped = report.snipped
     if snipped.count:
@@ -471,7 +481,7 @@ def format_context(report: ContextReport) -> str:
     if handoff.status is not EpochStatus.NONE:
         lines.append(f"handoff       {handoff.status:>10} for this epoch")
     if not report.snapshot_known:
-        lines.append("token count   unknown window and no usage yet: no handoff or LLM compaction (K-5)")
+        lines.append("token count   unknown window and no usage yet: no handoff or LLM compaction")
     lines += [f"note: {notice}" for notice in report.notices]
     return "\n".join(lines)
 
@@ -646,6 +656,89 @@ def _cmd_fork(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _cmd_config(args: argparse.Namespace) -> int:
+    from foya_tui.paths import resolve_paths
+    from foya_tui.settings import load_settings
+
+    paths = resolve_paths(database=args.db)
+    if args.config_command == "edit":
+        return _edit_config(paths.config_file)
+    from foya_tui.cli_json import config_json
+
+    report = config_json(paths, load_settings(paths.config_file), os.environ)
+    if args.json:
+        _print_json(report)
+    else:
+        say(format_config(report))
+    return EXIT_OK
+
+
+def format_config(report: dict) -> str:
+    """The human form of `foya config`: the two paths, then the settings in force as TOML (which
+    could be pasted into config.toml), a key named by its variable only."""
+    import tomlkit
+
+    missing = "  (none yet: `foya config edit` makes it)"
+    config = report["config"] + ("" if report["config_exists"] else missing)
+    database = report["database"] + ("" if report["database_exists"] else "  (made on first use)")
+    overrides = ", ".join(f"{setting} from {name}" for name, setting in report["environment"].items())
+    lines = [
+        f"config    {config}",
+        f"database  {database}",
+        "",
+        f"# settings in force{f' ({overrides})' if overrides else ''}: the file, over the defaults",
+    ]
+
+    def table(values: dict) -> tomlkit.items.Table | tomlkit.TOMLDocument:
+        made = tomlkit.document() if values is report["settings"] else tomlkit.table()
+        # Values before tables: in TOML, a key after a table header belongs to that table.
+        for key, value in sorted(values.items(), key=lambda item: isinstance(item[1], dict)):
+            if key == "api_key_set" or value == {}:
+                continue
+            if value is None:
+                made.add(tomlkit.comment(f"{key}: not set"))
+            elif isinstance(value, dict):
+                made.add(key, table(value))
+            else:
+                made.add(key, value)
+        if values.get("api_key_set") is not None:
+            said = "set" if values["api_key_set"] else "NOT set"
+            made["api_key_env"].comment(f"the key: {said} in the environment (never shown)")
+        return made
+
+    lines.append(tomlkit.dumps(table(report["settings"])).rstrip("\n"))
+    return "\n".join(lines)
+
+
+def _edit_config(config_file: Path) -> int:
+    """`foya config edit`: $EDITOR (or $VISUAL) on config.toml, made from the commented template
+    when missing; afterwards the file is checked, so a mistake is said now, not at the next start."""
+    import shlex
+    import subprocess
+
+    from foya_tui.config_file import ensure_config_file
+    from foya_tui.settings import SettingsError, load_settings
+
+    editor = os.environ.get("EDITOR") or os.environ.get("VISUAL")
+    if not editor or not shlex.split(editor):
+        raise UsageError(f"no editor: set $EDITOR (for example EDITOR=nano), or open {config_file} yourself")
+    if ensure_config_file(config_file):
+        say(f"foya: made {config_file} from the commented template", err=True)
+    try:
+        code = subprocess.call([*shlex.split(editor), str(config_file)])
+    except OSError as exc:
+        raise FoyaError(f"the editor {editor!r} could not be started: {exc.strerror or exc}") from None
+    if code != 0:
+        raise FoyaError(f"the editor {editor!r} ended with exit code {code}")
+    try:
+        load_settings(config_file)
+    except SettingsError as exc:
+        say(f"foya: {exc.message}; `foya config edit` opens it again", err=True)
+        return EXIT_FAILED
+    say(f"{config_file}: valid")
+    return EXIT_OK
+
+
 def _cmd_tui(args: argparse.Namespace) -> int:
     from foya_tui.ui.app import run_app
 
@@ -695,6 +788,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "rewind": _cmd_rewind,
             "search": _cmd_search,
             "fork": _cmd_fork,
+            "config": _cmd_config,
         }.get(args.command, _cmd_tui)
         code = handler(args)
         if argv_given is None and args.command == "run":

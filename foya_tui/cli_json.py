@@ -13,6 +13,7 @@ import enum
 from collections.abc import Mapping
 from typing import Any
 
+from foya_tui.paths import FoyaPaths
 from foya_tui.runtime.compaction.attempt import CompactionResult
 from foya_tui.runtime.compaction.failures import BreakerState
 from foya_tui.runtime.compaction.report import InspectReport
@@ -34,6 +35,7 @@ from foya_tui.runtime.updates import (
     TurnStarted,
 )
 from foya_tui.runtime.view.recovery import CheckpointRecord
+from foya_tui.settings import Settings
 
 
 def json_of(value: Any) -> Any:
@@ -269,4 +271,31 @@ def session_json(overview: SessionOverview) -> dict[str, Any]:
         "size_bytes": stats.size_bytes,
         "forked_from": overview.forked_from,
         "status": overview.status,
+    }
+
+
+ENV_OVERRIDES = {"FOYA_MODEL": "model", "FOYA_THEME": "theme"}
+"""The environment variables that override a setting of config.toml, and the setting each sets."""
+
+
+def config_json(paths: FoyaPaths, settings: Settings, env: Mapping[str, str]) -> dict[str, Any]:
+    """`foya config --json`: where the files are and every setting in force. A connection's key
+    is named by its variable and said to be set or not; its value never appears (nor anywhere
+    else: settings hold no secrets, `api_key` in the file is refused when it is read)."""
+    values = dataclasses.asdict(settings)
+    values["connections"] = {
+        name: {
+            # Its name is the table's; the file has no `name` key.
+            **{key: value for key, value in dataclasses.asdict(connection).items() if key != "name"},
+            "api_key_set": None if not connection.api_key_env else bool(env.get(connection.api_key_env)),
+        }
+        for name, connection in settings.connections.items()
+    }
+    return {
+        "config": str(paths.config_file),
+        "config_exists": paths.config_file.is_file(),
+        "database": str(paths.database),
+        "database_exists": paths.database.is_file(),
+        "environment": {name: setting for name, setting in ENV_OVERRIDES.items() if env.get(name)},
+        "settings": values,
     }

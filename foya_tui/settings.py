@@ -201,6 +201,10 @@ class Settings:
     """Total image bytes one request may carry; images beyond it become text notes (SPEC I-1)."""
     import_max_bytes: int = 512 * 1024 * 1024
     """Largest transcript `foya import` reads; a bigger file is refused in one line, unread."""
+    keys: Mapping[str, str] = field(default_factory=dict)
+    """`[keys]`: binding id → the keys that replace its default (`"context.compact" = "ctrl+l"`).
+    Checked against the TUI's table of actions when the TUI starts (an unknown id or key name is a
+    warning there, not an error here: the settings do not know the TUI's actions)."""
 
     def connection_for(self, name: str | None = None) -> Connection:
         name = name or self.connection
@@ -261,6 +265,25 @@ def _named_tables(cls: type, raw: Any, section: str, **extra: Any) -> dict[str, 
     return parsed
 
 
+def _keys_table(raw: Any, prefix: str = "") -> dict[str, str]:
+    """`[keys]` as binding id → keys. An unquoted dotted id (`context.compact = "ctrl+l"`) is a
+    nested table in TOML; it is read back as the id it spells."""
+    if not isinstance(raw, dict):
+        raise SettingsError('[keys] must be a table of binding ids and keys ("context.compact" = "ctrl+l")')
+    keys: dict[str, str] = {}
+    for name, value in raw.items():
+        binding_id = f"{prefix}{name}"
+        if isinstance(value, dict):
+            keys.update(_keys_table(value, f"{binding_id}."))
+        elif isinstance(value, str):
+            keys[binding_id] = value
+        else:
+            raise SettingsError(
+                f'[keys] {binding_id!r} must be a string of keys, like "ctrl+l" or "f6,ctrl+l"'
+            )
+    return keys
+
+
 def settings_from_mapping(raw: Mapping[str, Any]) -> Settings:
     """Validate a parsed config table into Settings."""
     raw = dict(raw)
@@ -285,11 +308,18 @@ def settings_from_mapping(raw: Mapping[str, Any]) -> Settings:
             "[compaction] max_fingerprints, max_requests, mid_turn_min_steps and breaker_threshold "
             "must be at least 1"
         )
+    keys = _keys_table(raw.pop("keys", {}))
     values = _parse_table(
-        Settings, raw, "", skip=frozenset({"connections", "models", "budget", "tools", "compaction"})
+        Settings, raw, "", skip=frozenset({"connections", "models", "budget", "tools", "compaction", "keys"})
     )
     settings = Settings(
-        connections=connections, models=models, budget=budget, tools=tools, compaction=compaction, **values
+        connections=connections,
+        models=models,
+        budget=budget,
+        tools=tools,
+        compaction=compaction,
+        keys=keys,
+        **values,
     )
     if settings.approval_mode not in APPROVAL_MODES:
         raise SettingsError(f"approval_mode must be one of {', '.join(APPROVAL_MODES)}")

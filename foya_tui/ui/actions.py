@@ -100,6 +100,9 @@ class UserAction:
     """Whether a generated binding shows in the footer."""
     priority: bool = False
     """Whether a generated binding works even while the prompt has focus and would take the key."""
+    remappable: bool = True
+    """False for a key that is not a Textual binding with this id (the prompt's Enter, Textual's
+    own palette key): `[keys]` cannot move it."""
 
     def binding(self) -> Binding:
         """The Textual binding this table declares (only for BoundIn.APP and CONVERSATION)."""
@@ -128,7 +131,9 @@ class UserAction:
 
 ACTIONS: tuple[UserAction, ...] = (
     # -- talk ------------------------------------------------------------------------------------
-    UserAction("prompt.send", Intent.TALK, "send the message", key="enter", where="in the prompt"),
+    UserAction(
+        "prompt.send", Intent.TALK, "send the message", key="enter", where="in the prompt", remappable=False
+    ),
     UserAction("prompt.newline", Intent.TALK, "new line in the prompt", key="ctrl+j", where="in the prompt"),
     UserAction(
         "prompt.complete",
@@ -442,7 +447,13 @@ ACTIONS: tuple[UserAction, ...] = (
         slash=Slash("help"),
         label="help",
     ),
-    UserAction("app.palette", Intent.APP, "the command palette: every command by name", key="ctrl+p"),
+    UserAction(
+        "app.palette",
+        Intent.APP,
+        "the command palette: every command by name",
+        key="ctrl+p",
+        remappable=False,
+    ),
     UserAction(
         "sessions.browse",
         Intent.APP,

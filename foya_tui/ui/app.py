@@ -14,10 +14,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
 from textual.app import App, SystemCommand
-from textual.binding import BindingType
+from textual.binding import Binding, BindingType
+from textual.dom import DOMNode
 from textual.screen import Screen
+from textual.theme import Theme
 
-from foya_tui.ui.actions import ACTIONS, BoundIn, Runs, bindings_of
+from foya_tui.ui.actions import ACTIONS, BoundIn, Runs, bindings_of, key_text
+from foya_tui.ui.keymap import Keymap, keymap_from
 from foya_tui.ui.screens.conversation import ConversationScreen
 from foya_tui.ui.themes import DEFAULT_THEME, register_themes, toggled_theme, with_meter_variables
 
@@ -47,15 +50,20 @@ class FoyaApp(App[None]):
         model: str | None = None,
         theme: str | None = None,
         quick_exit: bool = False,
+        config_file: Path | None = None,
     ) -> None:
         """`runtime` is a Runtime, or a factory called in a worker after the first frame (then
         `settings` must be given: the theme is needed before the runtime exists). `quick_exit`:
-        quitting does not wait for thread workers still running (the `foya` command's app)."""
+        quitting does not wait for thread workers still running (the `foya` command's app).
+        `config_file`: where a theme or approval mode the user picks is saved (default: the
+        runtime's `config.toml`; None with a factory: nothing is saved)."""
         super().__init__()
         self._quick_exit = quick_exit
         self.runtime = runtime
         self._session_id = session_id
         self._model = model
+        paths = getattr(runtime, "paths", None)
+        self.config_file = config_file or (paths.config_file if paths is not None else None)
         self._conversation: ConversationScreen | None = None
         self.add_mode(self.DEFAULT_MODE, self._make_conversation)
         register_themes(self)
@@ -66,10 +74,18 @@ class FoyaApp(App[None]):
             self._theme_problem = f"Unknown theme {wanted!r}; using {DEFAULT_THEME}."
             wanted = DEFAULT_THEME
         self.theme = wanted
+        self._saved_theme = wanted
+        """The theme config.toml holds (or the one in force when the app started): saved on change."""
+        # `[keys]` remaps bindings by id (Textual's keymap); entries it cannot use are said on mount.
+        self.keymap: Keymap = keymap_from(settings.keys if settings is not None else {})
+        self.set_keymap(dict(self.keymap.keys))
+        self._clashes_said: set[tuple[str, str]] = set()
 
     def _make_conversation(self) -> ConversationScreen:
         # The conversation is the first screen itself, so nothing blank is painted before it.
-        self._conversation = ConversationScreen(self.runtime, session_id=self._session_id, model=self._model)
+        self._conversation = ConversationScreen(
+            self.runtime, session_id=self._session_id, model=self._model, config_file=self.config_file
+        )
         return self._conversation
 
     def on_mount(self) -> None:
@@ -80,6 +96,34 @@ class FoyaApp(App[None]):
             asyncio.get_running_loop().set_default_executor(DaemonThreads())
         if self._theme_problem:
             self.notify(self._theme_problem, severity="warning")
+        for problem in self.keymap.problems:
+            self.notify(problem, severity="warning", markup=False, timeout=10)
+        self.theme_changed_signal.subscribe(self, self._theme_changed)
+
+    def _theme_changed(self, theme: Theme) -> None:
+        """A theme the user picked (toggle, palette, /theme) is saved in config.toml, so it sticks."""
+        if theme.name == self._saved_theme or self._conversation is None:
+            return
+        self._saved_theme = theme.name
+        self._conversation.bridge.save_setting("theme", theme.name)
+
+    def handle_bindings_clash(self, clashed_bindings: set[Binding], node: DOMNode) -> None:
+        # A key `[keys]` moved onto one that another binding there already had: the remapped
+        # action takes it (Textual's rule); said once per binding, not on every key press.
+        for binding in clashed_bindings:
+            if binding.key in self.keymap.keys.get(binding.id or "", "").split(","):
+                continue  # a binding of several keys meets its own new key once per old key
+            said = (binding.id or binding.action, binding.key)
+            if said in self._clashes_said:
+                continue
+            self._clashes_said.add(said)
+            self.notify(
+                f"[keys] gives {key_text(binding.key)} to another action, so "
+                f"{binding.description or binding.action!r} lost that key here.",
+                severity="warning",
+                markup=False,
+                timeout=10,
+            )
 
     def get_css_variables(self) -> dict[str, str]:
         # Foya's themes colour the meter's layers; any other installed theme borrows from its palette.
@@ -182,7 +226,12 @@ def run_app(
     # A new conversation gets a factory: the runtime is imported and the database opened in a
     # worker, after the first frame (tests/bench/bench_startup.py).
     app = FoyaApp(
-        runtime or open_runtime, settings=settings, session_id=session_id, model=model, quick_exit=True
+        runtime or open_runtime,
+        settings=settings,
+        session_id=session_id,
+        model=model,
+        quick_exit=True,
+        config_file=paths.config_file,
     )
     try:
         app.run()

@@ -17,6 +17,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from textual import work
@@ -52,6 +53,7 @@ from foya_tui.ui.messages import (
     SessionRewound,
     SessionsListed,
     SessionSwitched,
+    SettingNotSaved,
     SourceEventsRead,
     StepsRecorded,
     StoreRepaired,
@@ -129,7 +131,13 @@ class Bridge(Widget):
     """How often an idle conversation looks for events another Foya appended (one indexed query);
     0 turns the look off (tests that stage a foreign write before a send)."""
 
-    def __init__(self, runtime: Runtime | Callable[[], Runtime], *, model: str | None = None) -> None:
+    def __init__(
+        self,
+        runtime: Runtime | Callable[[], Runtime],
+        *,
+        model: str | None = None,
+        config_file: Path | None = None,
+    ) -> None:
         """`runtime` may be a factory: `foya` passes one, so that importing the runtime and opening
         the database happen in a worker after the first frame, not before it."""
         super().__init__()
@@ -144,6 +152,11 @@ class Bridge(Widget):
         self._shown_seq = 0
         """The newest seq of the open session that the conversation shows: a larger one in the store
         was written by another Foya (the session lease makes writes exclusive, not invisible)."""
+        self._config_file = config_file
+        self._unsaved: dict[str, str] = {}
+        """Settings changed but not yet written; a worker takes them all (the newest value wins)."""
+        self._unsaved_lock = threading.Lock()
+        self._writing_settings = threading.Lock()
         # This process's writes in progress, so that the idle look never takes them for another's.
         self._writes_guard = threading.Lock()
         self._writes_in_progress = 0
@@ -330,6 +343,30 @@ class Bridge(Widget):
             self.post_message(ContextReported(report))
         except Exception as exc:
             self.post_message(BridgeFailed(one_line(exc)))
+
+    def save_setting(self, name: str, value: str) -> None:
+        """Save a setting the user changed (`theme`, `approval_mode`) into config.toml, in a worker;
+        a failure posts SettingNotSaved. Several quick changes end with the last one in the file."""
+        if self._config_file is None:
+            return
+        with self._unsaved_lock:
+            self._unsaved[name] = value
+        self._write_settings(self._config_file)
+
+    @work(thread=True, group="settings", exit_on_error=False)
+    def _write_settings(self, config_file: Path) -> None:
+        from foya_tui.config_file import ConfigNotSaved, save_setting
+
+        # Taking the pending values and writing them is one step: a later worker finds either
+        # nothing left or newer values, never older ones to write over the newer.
+        with self._writing_settings:
+            with self._unsaved_lock:
+                pending, self._unsaved = self._unsaved, {}
+            for name, value in pending.items():
+                try:
+                    save_setting(config_file, name, value)
+                except ConfigNotSaved as exc:
+                    self.post_message(SettingNotSaved(exc.message))
 
     def new_conversation(self) -> None:
         """Forget the current session; the next send starts a new one (call only between turns).

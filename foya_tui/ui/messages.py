@@ -214,6 +214,15 @@ class ApprovalModeChanged(Message):
         self.mode = mode
 
 
+class SettingNotSaved(Message):
+    """A setting the user changed applies in this app but could not be saved to config.toml
+    (`reason`: one line naming the file and why; the file was left as it was)."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__()
+        self.reason = reason
+
+
 class StepsRecorded(Message):
     """Model calls of the running turn finished and their usage was stored; `steps` are their input
     tokens, oldest first (calls without reported usage are left out)."""

@@ -265,7 +265,7 @@ def test_checkpoint_id_covers_every_key_field_and_parsing_is_strict(
         broken = {k: v for k, v in payload.items() if k != key}
         with pytest.raises(CheckpointError):
             parse_checkpoint(broken)
-    with pytest.raises(CheckpointError, match="no legacy migration"):
+    with pytest.raises(CheckpointError, match="older formats are not migrated"):
         parse_checkpoint({**payload, "version": 2})
     with pytest.raises(CheckpointError, match="at least one segment"):
         parse_checkpoint(replace(checkpoint, segments=()).with_id().to_payload())
@@ -777,6 +777,33 @@ def test_compaction_over_http_never_sends_a_request_the_provider_rejects(
             sizes = [count_prompt_tokens(tuple(r.body["messages"])) for r in server.requests]
             assert max(sizes) <= 6_000 and all(r.body.get("stream") is not True for r in server.requests)
             assert runtime.verify(session_id).ok
+
+
+def test_the_progress_counter_counts_on_through_the_merge_and_never_falls(
+    tmp_path: Path, workdir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Many chunks, then the merge of their summaries: the counter goes 1/N … N/N, then on to the
+    merge requests (N+1/N+1), never back to 1/N (a drop from 143/174 to 1/174 was the symptom)."""
+    from foya_tui.settings import ModelSettings
+    from tests.conftest import fake_settings
+    from tests.fakes.openai_server import FakeOpenAIServer
+
+    monkeypatch.setenv("FOYA_TEST_KEY", "sk-test-compaction")
+    with FakeOpenAIServer(window=6_000) as server:
+        settings = fake_settings(
+            server.base_url, model="openai/summary", models={"openai/summary": ModelSettings(window=6_000)}
+        )
+        with Runtime(settings, make_paths(tmp_path), workdir=workdir, clock=lambda: FIXED_NOW) as runtime:
+            session_id = import_session(runtime, [m for i in range(30) for m in tool_turn(i, size=1200)])
+            seen: list[tuple[str, str]] = []
+            result = runtime.compact(session_id, progress=lambda stage, detail: seen.append((stage, detail)))
+            assert result.outcome is Outcome.ACCEPTED, result.reason
+    counts = [detail.split("/") for stage, detail in seen if stage == "summarising" and "/" in detail]
+    done = [int(first) for first, _ in counts]
+    planned = [int(second) for _, second in counts]
+    assert len(done) >= 3 and done == list(range(1, len(done) + 1))  # one step per request, never back
+    assert planned == sorted(planned) and done[-1] == planned[-1]
+    assert planned[-1] > planned[0]  # the merge requests were counted on top of the chunks
 
 
 class _WaitsForCancel(ScriptedClient):

@@ -159,8 +159,8 @@ def test_another_route_gets_the_portable_text_checkpoint_never_the_native_state(
     assert "summary text of the prefix" in contents(view)[0]
     assert contents(view)[1:] == ["message 3", "message 4", "message 5"]
     assert (
-        f"the native state of checkpoint {native.id[:12]} belongs to foya-sim/native; not sent (SPEC R-2)"
-        in (view.notices)
+        f"the native state of checkpoint {native.id[:12]} belongs to foya-sim/native, another route: "
+        "not sent" in (view.notices)
     )
     assert json_of(view.report())["native"] == {
         "checkpoint_id": native.id,

@@ -91,7 +91,7 @@ PAST_COMPACTION = context_report(
         history=3050,
         working_set=1298,
     ),
-    notices=["2 large tool result(s) shortened in the model's view (SPEC T-1)"],
+    notices=["2 large tool result(s) shortened in the model's view"],
 )
 STEPS = (1038, 1127, 1490, 2210, 2650, 3120, 3395, 3872, 4230, 4612)
 
@@ -167,7 +167,7 @@ def test_meter_past_the_handoff_line(snap_compare, scene_runtime: Runtime) -> No
 def test_meter_past_the_compaction_line(snap_compare, scene_runtime: Runtime) -> None:
     """A crafted report at 5,380 of 6,144 (88%): border and title turn red (error); the coloured
     run covers both markers; one notice in yellow at the bottom: "! 2 large tool result(s)
-    shortened in the model's view (SPEC T-1)"."""
+    shortened in the model's view"; no rule id of the specification on screen."""
 
     async def run_before(pilot: Pilot[None]) -> None:
         await after_a_turn_then(pilot, PAST_COMPACTION)

@@ -113,7 +113,7 @@ def test_inspector_with_a_fallback_checkpoint_and_an_open_breaker(
     highlighted). The log is scrolled to its end: the last diagnostics (the model's failed summary,
     rejected twice), "FINGERPRINTS 0/16", then "BREAKER open · 3/3 failed summaries in a row" (open in
     yellow), "automatic compactions use the fallback, no model" in yellow and the three reasons in
-    grey, each "✗ the summary was rejected twice (C-9) …", then ACCEPTED BOUNDARIES and REWOUND.
+    grey, each "✗ the summary was rejected twice: …", then ACCEPTED BOUNDARIES and REWOUND.
     Right, the fallback's segment: "## Goal" … "## Progress" "Deterministic fallback checkpoint of
     events 32–36: no model summary was used (the circuit breaker is open after 3 summariser
     failures)" …"""

@@ -139,6 +139,29 @@ async def test_after_a_turn_the_total_is_measured_and_the_step_is_drawn(
         assert "measured" in text and "input per step" in text and "estimate" not in text
 
 
+async def test_one_percentage_of_the_input_budget_everywhere(app: FoyaApp, send: Send, wait_until) -> None:
+    """The meter, the narrow line and /context give one share, of the input budget (the handoff and
+    compaction lines are shares of it too); the reply says tokens and the window, no percentage."""
+    import re
+
+    from tests.ui.test_slash_commands import markers, submit
+
+    async with app.run_test(size=WIDE) as pilot:
+        await send(pilot, "hello")
+        shown = reading(app)
+        share = round(100 * shown.total / shown.input_budget)
+        assert shown.percent == share
+        title = " ".join(visible_text(app.conversation.meter).split())
+        assert f"CONTEXT {shown.total:,} / {shown.input_budget:,} {share}%" in title
+        reply = visible_text(app.conversation.messages.blocks[-1])
+        assert "tokens in this request; the window is 8,192" in reply and "%" not in reply
+        await submit(pilot, "/context", wait_until)
+        await wait_until(pilot, lambda: any("next request:" in text for text in markers(app)))
+        (line,) = [text for text in markers(app) if "next request:" in text]
+        assert re.findall(r"\d+%", line) == [f"{share}%"]
+        assert f"of {shown.input_budget:,} input tokens" in line
+
+
 async def test_every_model_call_of_a_turn_is_a_step(app: FoyaApp, runtime: Runtime, send: Send) -> None:
     """The simulator explores with tools: one turn, several model calls, one bar each."""
     async with app.run_test(size=WIDE) as pilot:

@@ -19,7 +19,7 @@ from foya_tui.settings import Settings, ToolSettings
 from foya_tui.ui.app import FoyaApp
 from foya_tui.ui.messages import RuntimeUpdated
 from foya_tui.ui.screens.conversation import ConversationScreen
-from foya_tui.ui.widgets.prompt import PLACEHOLDER, Prompt
+from foya_tui.ui.widgets.prompt import Prompt, placeholder
 from tests.conftest import fake_settings
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.ui.probes import notifications
@@ -229,7 +229,7 @@ async def test_the_prompt_counts_the_steps_and_the_step_limit_says_how_to_raise_
             assert len(errors) == 1 and "raise [tools] max_steps in config.toml" in errors[0]
             marker = visible_text(screen.messages.query_children(".marker").last())
             assert marker.startswith("✗ stopped after 3 model calls")
-            assert screen.query_one(Prompt).placeholder == PLACEHOLDER  # idle again: no step shown
+            assert screen.query_one(Prompt).placeholder == placeholder()  # idle again: no step shown
 
 
 async def test_resume_renders_the_stored_history(make_runtime: Callable[..., Runtime], send: Send) -> None:

@@ -452,7 +452,7 @@ async def test_the_inspector_shows_a_fallback_checkpoint_and_the_open_breaker(
         flat = " ".join(log.split())
         assert "BREAKER open · 3/3 failed summaries in a row" in flat
         assert "automatic compactions use the fallback, no model" in flat
-        assert flat.count("✗ the summary was rejected twice (C-9)") == 3  # the reasons, one line each
+        assert flat.count("✗ the summary was rejected twice:") == 3  # the reasons, one line each
         # Each diagnostic names its producer: the model's failed summaries, the fallback's attempts.
         assert "standalone" not in flat and "pre_turn llm ✗ failed" in flat
         assert "pre_turn fallback ✓ accepted" in flat and "pre_turn fallback ✗ rejected" in flat

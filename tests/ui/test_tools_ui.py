@@ -445,6 +445,72 @@ async def test_a_ten_megabyte_result_does_not_freeze_the_app(
         # Pauses themselves are measured by hand, not asserted here (house rule: no timing asserts).
 
 
+FIND_TEXT = "\n".join(
+    [f"short line {index}" for index in range(50)]
+    + ["x" * 300 + " needle far to the right"]
+    + [f"tail {index} needle" for index in range(3)]
+)
+
+
+async def open_viewer(app: FoyaApp, pilot: Pilot[None], wait_until: WaitUntil) -> ToolOutputScreen:
+    await wait_until(pilot, lambda: app.conversation.ready)
+    viewer = ToolOutputScreen("full text", "facts", prepare_text(FIND_TEXT))
+    app.push_screen(viewer)
+    await wait_until(pilot, lambda: app.screen is viewer and viewer.is_mounted and viewer.view.size.width > 0)
+    return viewer
+
+
+async def test_find_wraps_a_long_line_instead_of_scrolling_sideways(
+    app: FoyaApp, wait_until: WaitUntil
+) -> None:
+    async with app.run_test(size=SIZE) as pilot:
+        viewer = await open_viewer(app, pilot, wait_until)
+        await pilot.press("slash", *"needle", "enter")
+        await wait_until(pilot, lambda: viewer.view.match is not None)
+        assert viewer.view.match.line == 50 and viewer.view.scroll_offset.x == 0
+        shown = visible_text(viewer.view)
+        # The lines around the match keep their text (a sideways scroll showed them blank), and the
+        # long line continues on the next rows, the match among them.
+        assert "short line 49" in shown and "needle far to the right" in shown
+        assert viewer.view.virtual_size.width <= viewer.view.size.width
+
+
+async def test_n_and_enter_go_to_the_next_match_and_type_nothing_into_the_find_box(
+    app: FoyaApp, wait_until: WaitUntil
+) -> None:
+    from textual.widgets import Input
+
+    async with app.run_test(size=SIZE) as pilot:
+        viewer = await open_viewer(app, pilot, wait_until)
+        await pilot.press("slash", *"needle", "enter")
+        await wait_until(pilot, lambda: viewer.view.match is not None)
+        find = viewer.query_one("#output-find", Input)
+        assert app.focused is viewer.view and find.display  # the box stays, showing the query
+        await pilot.press("n")
+        await wait_until(pilot, lambda: viewer.view.match is not None and viewer.view.match.line == 51)
+        await pilot.press("enter")
+        await wait_until(pilot, lambda: viewer.view.match is not None and viewer.view.match.line == 52)
+        assert find.value == "needle"
+        await pilot.press("slash")  # back into the box to change the query
+        assert app.focused is find
+
+
+@pytest.mark.parametrize("size", [(100, 30), (60, 14)])
+async def test_the_find_box_fits_inside_the_dialog(
+    app: FoyaApp, wait_until: WaitUntil, size: tuple[int, int]
+) -> None:
+    from textual.widgets import Input
+
+    async with app.run_test(size=size) as pilot:
+        viewer = await open_viewer(app, pilot, wait_until)
+        await pilot.press("slash")
+        find = viewer.query_one("#output-find", Input)
+        await wait_until(pilot, lambda: find.region.height > 0)
+        inside = viewer.query_one("#output-dialog").content_region
+        assert inside.contains_region(find.region), (find.region, inside)
+        assert inside.contains_region(viewer.query_one("#output-help").region)
+
+
 def test_prepared_text_cuts_long_lines_and_finds_across_them() -> None:
     content = "short\n" + "y" * (PIECE_CHARS * 2 + 10) + "needle\nlast\x1b[31m line\n"
     prepared = prepare_text(content)

@@ -134,12 +134,10 @@ def effect_gate_problems(
             largest = f"; {name} is the largest part ({tokens:,} tokens)"
         problems.append(
             f"{NOT_ENOUGH}: {replacement:,} tokens replace {source:,} (more than "
-            f"{GATE_SOURCE_SHARE:.0%}, K-9){largest}"
+            f"{GATE_SOURCE_SHARE:.0%}){largest}"
         )
     if replacement > window * GATE_WINDOW_SHARE:
-        problems.append(
-            f"the replacement ({replacement:,} tokens) is more than half the window ({window:,}, K-9)"
-        )
+        problems.append(f"the replacement ({replacement:,} tokens) is more than half the window ({window:,})")
     if replacement > GATE_MAX_TOKENS:
-        problems.append(f"the replacement ({replacement:,} tokens) is over {GATE_MAX_TOKENS:,} tokens (K-9)")
+        problems.append(f"the replacement ({replacement:,} tokens) is over {GATE_MAX_TOKENS:,} tokens")  # K-9
     return problems

@@ -122,12 +122,21 @@ def text_candidate(
     requests.limit = settings.max_requests + len(chunks)
     repaired = False
     total = len(chunks)
+    # Progress counts every summary request of this compaction, chunks then merges: "143/174"
+    # goes on to "175/176", never back to "1/174" when the merging starts.
+    done, planned = 0, total
+
+    def plan_more(merges: int) -> None:
+        nonlocal planned
+        planned = max(planned, done) + merges
 
     def summarise(index: int, previous_part: Sequence[PreviousSummary], chunk: Chunk | None) -> str:
-        nonlocal repaired
+        nonlocal repaired, done
         if cancel.cancelled:
             raise CompactionCancelled()
-        attempt.report(Stage.SUMMARISING, f"{index}/{total}" if total > 1 else "")
+        done += 1
+        planned_now = max(planned, done)
+        attempt.report(Stage.SUMMARISING, f"{done}/{planned_now}" if planned_now > 1 else "")
         chunk_ledger = (
             extract_ledger(chunk.events, ledger_chars).requiring(ledger, chunk.from_seq, chunk.through_seq)
             if chunk is not None and not previous_part
@@ -187,7 +196,7 @@ def text_candidate(
         segments = [(s.from_seq, s.through_seq, s.level, s.text) for s in previous] + fresh
         # More than 4 segments, or an anchor change: one session-level summary over them all.
         if len(segments) > MAX_SEGMENTS or (previous and not append):
-            segments = [merge_segments(segments, counter, limit - overhead, requests, summarise)]
+            segments = [merge_segments(segments, counter, limit - overhead, requests, summarise, plan_more)]
     producer = Producer.REPAIRED if repaired else Producer.LLM
     checkpoint = candidate_checkpoint(
         snapshot,

@@ -189,11 +189,12 @@ def merge_segments(
     room: int,
     requests: RequestBudget,
     summarise: Callable[[int, Sequence[PreviousSummary], Chunk | None], str],
+    planned: Callable[[int], None] | None = None,
 ) -> tuple[int, int, int, str]:
     """One session-level summary over segments (SPEC C-10), merging in groups that fit one
     request when all of them do not (so the merge itself never overflows). Every round has
     fewer items than the last, so this ends; its requests are necessary ones, added to the
-    budget, which still bounds repairs."""
+    budget, which still bounds repairs. `planned` hears how many merge requests each round adds."""
     items = [PreviousSummary(i, f, t, lvl, text) for i, (f, t, lvl, text) in enumerate(segments, start=1)]
     while True:
         groups: list[list[PreviousSummary]] = [[]]
@@ -205,7 +206,10 @@ def merge_segments(
                 used = 0
             groups[-1].append(item)
             used += tokens
-        requests.limit += sum(1 for group in groups if len(group) > 1 or len(groups) == 1)
+        merges = sum(1 for group in groups if len(group) > 1 or len(groups) == 1)
+        requests.limit += merges
+        if planned is not None:
+            planned(merges)  # the progress counter counts on, never restarts at 1
         merged = [
             PreviousSummary(
                 index,

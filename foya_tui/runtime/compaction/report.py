@@ -175,7 +175,7 @@ def verify_session(
             problems.append(f"checkpoint row {row.id[:12]} has no completion event")
     fingerprints: Sequence[Fingerprint] = compaction.fingerprints(session_id)
     if len(fingerprints) > max_fingerprints:
-        problems.append(f"{len(fingerprints)} failure fingerprints, more than {max_fingerprints} (C-14)")
+        problems.append(f"{len(fingerprints)} failure fingerprints, more than {max_fingerprints}")  # C-14
     return VerifyReport(session_id, len(history), len(records), tuple(problems))
 
 

@@ -154,13 +154,14 @@ class TextCompactor:
                 return Summary(completion.text.strip(), repaired=bool(reasons), usage=completion.usage)
             if reasons:
                 raise SummaryFailed(
-                    f"the summary was rejected twice (C-9): {'; '.join(problems[:3])}", deterministic=True
+                    f"the summary was rejected twice: {'; '.join(problems[:3])}", deterministic=True
                 )
             if attempt == MAX_ATTEMPTS:
                 break
             reasons = problems
             messages = build(reasons, shrink)
-        raise SummaryFailed(f"no acceptable summary within {MAX_ATTEMPTS} attempts (K-8)", deterministic=True)
+        # K-8: at most MAX_ATTEMPTS requests.
+        raise SummaryFailed(f"no acceptable summary within {MAX_ATTEMPTS} attempts", deterministic=True)
 
 
 def _problems(text: str, finish_reason: str, ledger: Ledger, seq_range: tuple[int, int]) -> list[str]:

@@ -381,8 +381,8 @@ class ContextCompiler:
         notices = []
         if native is not None and checkpoint is not native:
             notices.append(
-                f"the native state of checkpoint {native.id[:12]} belongs to {native.model}; "
-                "not sent (SPEC R-2)"
+                f"the native state of checkpoint {native.id[:12]} belongs to {native.model}, "
+                "another route: not sent"
             )
         return checkpoint, native, notices
 
@@ -637,11 +637,9 @@ class ContextCompiler:
                 break  # every result is at its floor: no smaller form exists (001: the provider judges)
         notices = [f"{notice.source}: {notice.message}" for notice in sources.notices] + notices
         if info.window is None:
-            notices.append(f"{route.model}: context window unknown; using the default budget (SPEC B-3)")
+            notices.append(f"{route.model}: context window unknown; using the default budget")  # SPEC B-3
         if shortened_seqs:
-            notices.append(
-                f"{len(shortened_seqs)} large tool result(s) shortened in the model's view (SPEC T-1)"
-            )
+            notices.append(f"{len(shortened_seqs)} large tool result(s) shortened in the model's view")
         long_seqs = tuple(sorted(entries[index].seq for index in long_forms))
         if reinsert_long:
             long_seqs = (entries[anchor].seq, *long_seqs)
@@ -651,9 +649,7 @@ class ContextCompiler:
                 "and end and can read the rest with history_read"
             )
         if snipped_seqs:
-            notices.append(
-                f"{len(snipped_seqs)} old tool result(s) snipped in the model's view (SPEC K-3, K-4)"
-            )
+            notices.append(f"{len(snipped_seqs)} old tool result(s) snipped in the model's view")
         notices.extend(state.snip_notices)
         if state.checkpoints is not None:
             notices.extend(state.checkpoints.notices)

@@ -473,7 +473,7 @@ class SessionIndex:
     def _apply_snip(self, event: Event) -> None:
         plan = parse_snip(event.payload)
         if plan is None:
-            self.snip_notices.append(f"context_snipped event {event.seq} is malformed; ignored (SPEC K-2)")
+            self.snip_notices.append(f"context_snipped event {event.seq} is malformed; ignored")  # SPEC K-2
             return
         unknown = []
         self.snip_version += 1

@@ -100,7 +100,7 @@ def check_store(database: Database, session_id: str) -> StoreCheck:
     present = {row[0] for row in sql.execute_sql("SELECT name FROM sqlite_master WHERE type = 'trigger'")}
     for name in IMMUTABILITY_TRIGGERS:
         if name not in present:
-            problems.append(f"trigger {name} is missing: events are not protected from edits (H-2)")
+            problems.append(f"trigger {name} is missing: events are not protected from edits")  # H-2
     row = sql.execute_sql(
         "SELECT s.last_seq, (SELECT COALESCE(MAX(seq), 0) FROM event e WHERE e.session_id = s.id) "
         "FROM session s WHERE s.id = ?",

@@ -197,7 +197,8 @@ def parse_checkpoint(raw: Any) -> Checkpoint:
     _require(raw.get("schema") == SCHEMA, f"schema is {raw.get('schema')!r}, not {SCHEMA!r}")
     _require(
         raw.get("version") == FORMAT_VERSION,
-        f"format version {raw.get('version')!r} is not {FORMAT_VERSION} (no legacy migration: C-7)",
+        # C-7: no legacy migration.
+        f"format version {raw.get('version')!r} is not {FORMAT_VERSION} (older formats are not migrated)",
     )
     try:
         phase = Phase(raw.get("phase"))
@@ -244,7 +245,7 @@ def parse_checkpoint(raw: Any) -> Checkpoint:
     check_structure(checkpoint)
     _require(
         digest_of(checkpoint.key_payload()) == checkpoint.id,
-        "its id does not match its content (changed or forged: C-6)",
+        "its id does not match its content (changed or forged)",  # C-6
     )
     return checkpoint
 
@@ -276,11 +277,11 @@ def check_structure(checkpoint: Checkpoint) -> None:
         )
     _require(
         len(checkpoint.segments) + len(checkpoint.kept_messages) <= MAX_MESSAGES,
-        f"more than {MAX_MESSAGES} messages (P-4)",
+        f"more than {MAX_MESSAGES} messages",  # P-4
     )
     _require(
         len(checkpoint.serialised().encode("utf-8", "surrogatepass")) <= MAX_SERIALISED_BYTES,
-        "larger than 16 MiB serialised (P-4)",
+        "larger than 16 MiB serialised",
     )
 
 

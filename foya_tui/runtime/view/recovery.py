@@ -330,7 +330,7 @@ class CheckpointReader:
                     )
                 except CheckpointError:
                     checkpoint = None
-                problem = f"voided by the rewind at seq {last_rewind} (P-6)"
+                problem = f"voided by the rewind at seq {last_rewind}"  # P-6
                 records.append(CheckpointRecord(checkpoint_id, event.seq, checkpoint, problem, False))
                 continue
             notices: list[str] = []

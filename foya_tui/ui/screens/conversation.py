@@ -71,10 +71,12 @@ from foya_tui.ui.widgets.budget_meter import (
     compaction_ended,
 )
 from foya_tui.ui.widgets.message_list import MessageList
-from foya_tui.ui.widgets.prompt import Prompt
+from foya_tui.ui.widgets.prompt import Prompt, placeholder
 from foya_tui.ui.widgets.slash_completions import SlashCompletions
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from foya_tui.runtime.context.report import ContextReport
     from foya_tui.runtime.providers.routes import Route
     from foya_tui.runtime.runtime import Runtime
@@ -138,9 +140,10 @@ class ConversationScreen(TurnFlow, CompactionFlow, HistoryFlow, CommandFlow, Ses
         *,
         session_id: str | None = None,
         model: str | None = None,
+        config_file: Path | None = None,
     ) -> None:
         super().__init__()
-        self.bridge = Bridge(runtime, model=model)
+        self.bridge = Bridge(runtime, model=model, config_file=config_file)
         self._session_id = session_id
         self._route: Route | None = None
         self._shortened: frozenset[int] = frozenset()
@@ -170,7 +173,7 @@ class ConversationScreen(TurnFlow, CompactionFlow, HistoryFlow, CommandFlow, Ses
                 compaction=ConversationScreen.compaction_status,
             )
         yield SlashCompletions()
-        yield Prompt()
+        yield Prompt(self._prompt_hint())
         yield Footer()
         yield self.bridge
 
@@ -391,6 +394,20 @@ class ConversationScreen(TurnFlow, CompactionFlow, HistoryFlow, CommandFlow, Ses
 
     def on_last_compaction_read(self, message: LastCompactionRead) -> None:
         self.compaction_status = compaction_ended(message.result)
+
+    def _prompt_hint(self) -> str:
+        """The prompt's hint, naming the newline and help keys in force (`[keys]` may move them)."""
+        from foya_tui.ui.actions import ACTIONS, key_text
+        from foya_tui.ui.keymap import Keymap
+
+        keymap = getattr(self.app, "keymap", None)
+        keys = keymap if isinstance(keymap, Keymap) else Keymap()
+        first = {
+            action.id: key_text((keys.keys_of(action) or "").split(",")[0])
+            for action in ACTIONS
+            if action.id in ("prompt.newline", "help.show")
+        }
+        return placeholder(first["prompt.newline"], first["help.show"])
 
     async def on_bridge_failed(self, message: BridgeFailed) -> None:
         self.notify(message.reason, severity="error", markup=False)

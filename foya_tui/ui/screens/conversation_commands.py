@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from textual.widgets import TextArea
 
 from foya_tui.ui.actions import RunAction, Runs, SlashProblem
-from foya_tui.ui.messages import ApprovalModeChanged
+from foya_tui.ui.messages import ApprovalModeChanged, SettingNotSaved
 from foya_tui.ui.screens.conversation_host import ConversationHost
 from foya_tui.ui.widgets.prompt import Prompt
 from foya_tui.ui.widgets.slash_completions import SlashCompletions
@@ -90,7 +90,10 @@ class CommandFlow(ConversationHost):
     @property
     def keymap_overrides(self) -> dict[str, str]:
         """The keys `[keys]` in config.toml gave binding ids (empty: the defaults)."""
-        return {}
+        from foya_tui.ui.keymap import Keymap
+
+        keymap = getattr(self.app, "keymap", None)  # FoyaApp's, the one Textual applies to the footer
+        return dict(keymap.keys) if isinstance(keymap, Keymap) else {}
 
     async def action_show_context(self) -> None:
         """Say in the conversation what the next request holds, layer by layer."""
@@ -119,3 +122,7 @@ class CommandFlow(ConversationHost):
         self._show_header(self.bridge.session)
         meaning = APPROVAL_MEANINGS.get(message.mode, "")
         self.notify(f"Approval mode: {message.mode}. {meaning}", timeout=5, markup=False)
+        self.bridge.save_setting("approval_mode", message.mode)  # the next start uses it too
+
+    def on_setting_not_saved(self, message: SettingNotSaved) -> None:
+        self.notify(message.reason, severity="warning", timeout=10, markup=False)

@@ -20,7 +20,7 @@ from foya_tui.ui.widgets.checkpoint_tree import clean
 if TYPE_CHECKING:
     from foya_tui.runtime.compaction.report import CoveredBy, RecallHit
 
-HELP = "/ find · enter next match{} · esc close · the text is read from canonical history"
+HELP = "/ find · enter or n next match{} · esc close · the text is read from canonical history"
 
 
 class HistoryEventScreen(ToolOutputScreen):

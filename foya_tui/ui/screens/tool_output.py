@@ -15,7 +15,7 @@ from bisect import bisect_right
 from dataclasses import dataclass
 from typing import ClassVar
 
-from rich.cells import cell_len
+from rich.cells import cell_len, chop_cells
 from rich.segment import Segment
 from rich.text import Text
 from textual.app import ComposeResult
@@ -37,7 +37,7 @@ PIECE_CHARS = 1_000
 """Lines longer than this are shown as several display lines (a minified file is one line)."""
 CONTEXT_LINES = 3
 """A match is shown this many lines below the top of the view."""
-HELP = "/ find · enter next match · esc close · the text is read from the session history"
+HELP = "/ find · enter or n next match · esc close · the text is read from the session history"
 
 
 @dataclass(frozen=True)
@@ -107,14 +107,35 @@ def find_next(prepared: PreparedText, query: str, after: int) -> Match | None:
     return Match(line, start, end, found.start())
 
 
+def wrapped_rows(prepared: PreparedText, width: int) -> list[tuple[int, int]]:
+    """The display rows of `prepared` at `width` cells: (line index, first character) of each. A
+    line wider than the view continues on the next row, so the view never scrolls sideways (where
+    every shorter line would look blank)."""
+    width = max(1, width)
+    rows: list[tuple[int, int]] = []
+    for index, line in enumerate(prepared.lines):
+        if len(line) <= width and (line.isascii() or cell_len(line) <= width):
+            rows.append((index, 0))
+        elif line.isascii():
+            rows.extend((index, start) for start in range(0, len(line), width))
+        else:
+            start = 0
+            for piece in chop_cells(line, width):
+                rows.append((index, start))
+                start += len(piece)
+    return rows
+
+
 class TextView(ScrollView, can_focus=True):
-    """Read-only lines drawn on demand; text can be selected; one match can be highlighted."""
+    """Read-only lines drawn on demand, wrapped at the view's width; text can be selected; one
+    match can be highlighted."""
 
     DEFAULT_CSS = """
     TextView {
         background: $surface;
         color: $foreground;
-        overflow: scroll;
+        overflow-x: hidden;
+        overflow-y: scroll;
         & > .text-view--match {
             background: $warning 60%;
             color: $foreground;
@@ -128,48 +149,78 @@ class TextView(ScrollView, can_focus=True):
         super().__init__(id=id)
         self.prepared = prepared
         self.match: Match | None = None
-        self.virtual_size = Size(prepared.width, len(prepared.lines))
+        self._rows: list[tuple[int, int]] = [(index, 0) for index in range(len(prepared.lines))]
+        self._wrapped_at = 0
+        self.virtual_size = Size(0, len(self._rows))
 
     @property
     def allow_select(self) -> bool:
         return True
 
+    def on_resize(self) -> None:
+        self._wrap()
+
+    def _wrap(self) -> None:
+        """Lay the lines out again for the width the view has now (once per width)."""
+        width = self.scrollable_content_region.width
+        if width <= 0 or width == self._wrapped_at:
+            return
+        top = self._rows[self.scroll_offset.y] if self.scroll_offset.y < len(self._rows) else None
+        self._wrapped_at = width
+        self._rows = wrapped_rows(self.prepared, width)
+        self.virtual_size = Size(width, len(self._rows))
+        if top is not None:  # the line at the top stays at the top
+            self.scroll_to(y=self._row_of(*top), animate=False, immediate=True)
+        self.refresh()
+
+    def _row_of(self, line: int, start: int) -> int:
+        """The display row that shows character `start` of `line`."""
+        return max(0, bisect_right(self._rows, (line, start)) - 1)
+
     def show_match(self, match: Match | None) -> None:
-        """Highlight `match` and scroll it into view, a few lines below the top."""
+        """Highlight `match` and scroll it into view, a few rows below the top."""
+        self._wrap()
         self.match = match
         if match is not None:
-            line = self.prepared.lines[match.line]
-            x = cell_len(line[: match.start])
-            width = self.scrollable_content_region.width
-            # Horizontally only as far as needed to show the whole match.
-            scroll_x = 0 if x + (match.end - match.start) < width else x - width // 2
-            self.scroll_to(x=scroll_x, y=max(0, match.line - CONTEXT_LINES), animate=False, immediate=True)
+            row = self._row_of(match.line, match.start)
+            self.scroll_to(y=max(0, row - CONTEXT_LINES), animate=False, immediate=True)
         self.refresh()
 
     def render_line(self, y: int) -> Strip:
-        scroll_x, scroll_y = self.scroll_offset
-        index = scroll_y + y
+        scroll_y = self.scroll_offset.y
+        row = scroll_y + y
         width = self.size.width
         style = self.rich_style
-        lines = self.prepared.lines
-        if index >= len(lines):
+        rows = self._rows
+        if row >= len(rows):
             return Strip.blank(width, style)
-        line = lines[index]
-        text = Text(line, no_wrap=True, end="")
+        index, start = rows[row]
+        line = self.prepared.lines[index]
+        end = rows[row + 1][1] if row + 1 < len(rows) and rows[row + 1][0] == index else len(line)
+        piece = line[start:end]
+        text = Text(piece, no_wrap=True, end="")
         text.stylize(style)
-        if self.match is not None and self.match.line == index:
-            text.stylize(self.get_component_rich_style("text-view--match"), self.match.start, self.match.end)
+        match = self.match
+        if match is not None and match.line == index and match.start < end and match.end > start:
+            text.stylize(
+                self.get_component_rich_style("text-view--match"),
+                max(0, match.start - start),
+                min(len(piece), match.end - start),
+            )
         selection = self.text_selection
         if selection is not None and (span := selection.get_span(index)) is not None:
-            start, end = span
-            text.stylize(
-                self.screen.get_component_rich_style("screen--selection"),
-                start,
-                len(line) if end == -1 else end,
-            )
-        segments = list(text.render(self.app.console)) if line else [Segment("", style)]
-        strip = Strip(segments, cell_len(line)).crop_extend(scroll_x, scroll_x + width, style)
-        return strip.apply_offsets(scroll_x, index)
+            chosen_start, chosen_end = span
+            chosen_end = len(line) if chosen_end == -1 else chosen_end
+            if chosen_start < end and chosen_end > start:
+                text.stylize(
+                    self.screen.get_component_rich_style("screen--selection"),
+                    max(0, chosen_start - start),
+                    min(len(piece), chosen_end - start),
+                )
+        segments = list(text.render(self.app.console)) if piece else [Segment("", style)]
+        strip = Strip(segments, cell_len(piece)).crop_extend(0, width, style)
+        # Offsets in the line's own coordinates, so that a selection maps back to the text.
+        return strip.apply_offsets(start, index)
 
     def get_selection(self, selection: Selection) -> tuple[str, str] | None:
         return selection.extract("\n".join(self.prepared.lines)), "\n"
@@ -194,7 +245,9 @@ class ToolOutputScreen(ModalScreen[None]):
             id="output.find",
             tooltip="Find text in the result (case-insensitive); Enter jumps to the next match",
         ),
-        Binding("n", "next_match", "next", id="output.next", tooltip="Jump to the next match", show=False),
+        Binding(
+            "n,enter", "next_match", "next", id="output.next", tooltip="Jump to the next match", show=False
+        ),
     ]
 
     def __init__(
@@ -255,6 +308,10 @@ class ToolOutputScreen(ModalScreen[None]):
             self._query = event.value
             self._match = None
         self._jump()
+        if self._query:
+            # The text takes the keys again: `n` (or Enter) goes to the next match instead of
+            # being typed into the box, which stays open showing what is found; `/` edits it.
+            self.view.focus()
 
     def _jump(self) -> None:
         if not self._query:

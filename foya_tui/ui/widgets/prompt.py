@@ -9,7 +9,12 @@ from textual.binding import Binding, BindingType
 from textual.message import Message
 from textual.widgets import TextArea
 
-PLACEHOLDER = "type a message · Enter send · ctrl+j newline · / commands · F1 help"
+PLACEHOLDER = "type a message · Enter send · {newline} newline · / commands · {help} help"
+"""The prompt's hint; the keys are the ones in force (`[keys]` may move them)."""
+
+
+def placeholder(newline: str = "ctrl+j", help_key: str = "F1") -> str:
+    return PLACEHOLDER.format(newline=newline, help=help_key)
 
 
 class Prompt(TextArea):
@@ -42,10 +47,11 @@ class Prompt(TextArea):
         """The user moved up out of the prompt (↑ while it is empty, or alt+↑): the message
         cursor takes over at the newest message; what was typed stays."""
 
-    def __init__(self) -> None:
+    def __init__(self, hint: str | None = None) -> None:
+        self._hint = hint or placeholder()
         super().__init__(
             id="prompt",
-            placeholder=PLACEHOLDER,
+            placeholder=self._hint,
             soft_wrap=True,
             show_line_numbers=False,
             highlight_cursor_line=False,
@@ -79,4 +85,4 @@ class Prompt(TextArea):
     def set_busy(self, why: str | None) -> None:
         """Show why Enter would not send now (None: it would); typing works either way."""
         self.set_class(why is not None, "-busy")
-        self.placeholder = why or PLACEHOLDER
+        self.placeholder = why or self._hint

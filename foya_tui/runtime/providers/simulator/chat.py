@@ -24,6 +24,7 @@ from foya_tui.runtime.providers.simulator.messages import (
     turn_messages,
     workdir_of,
 )
+from foya_tui.runtime.providers.simulator.reply import context_note
 
 MAX_LISTED_ENTRIES = 24
 _GREETING = re.compile(
@@ -51,8 +52,7 @@ def compose(
     results = _turn_tool_results(messages)
     if results:
         parts.append(_describe_tool_results(results))
-        percent = prompt_tokens * 100 // window if window else 0
-        parts.append(f"_Context: {prompt_tokens:,} of {window:,} tokens in this request ({percent}%)._")
+        parts.append(context_note(prompt_tokens, window))
         return "\n\n".join(parts)
     if _GREETING.match(request):
         parts.append(
@@ -71,8 +71,7 @@ def compose(
             "but I can describe what I see. Ask me about the *files* here or the *conversation so far*."
         )
         parts.append(_describe_conversation(messages, state_summary))
-    percent = prompt_tokens * 100 // window if window else 0
-    parts.append(f"_Context: {prompt_tokens:,} of {window:,} tokens in this request ({percent}%)._")
+    parts.append(context_note(prompt_tokens, window))
     return "\n\n".join(parts)
 
 

@@ -30,6 +30,7 @@ from foya_tui.runtime.providers.simulator.messages import (
     turn_messages,
     workdir_of,
 )
+from foya_tui.runtime.providers.simulator.reply import context_note
 
 EXPLORE_CALL_PREFIX = "sim_explore_"
 EXPLORE_MAX_STEPS = 10_000
@@ -134,8 +135,7 @@ class Exploration:
             f"({len(distinct)} distinct{': ' + shown if distinct else ''}), listed the directory "
             f"{_times(names['list_dir'], 'time')} and searched {_times(names['grep'], 'time')}."
         ]
-        percent = prompt_tokens * 100 // window if window else 0
-        parts.append(f"_Context: {prompt_tokens:,} of {window:,} tokens in this request ({percent}%)._")
+        parts.append(context_note(prompt_tokens, window))
         return "\n\n".join(parts)
 
 

@@ -48,12 +48,13 @@ def checked_native_state(model: str, state: Mapping[str, Any] | None, compaction
     request for a state from another route (SPEC R-2) or one that is not this model's."""
     native = SIMULATOR_MODELS[model].native_compaction
     if compaction and not native:
-        raise SimulatorFault("bad_request", f"{model} does not offer native compaction (SPEC C-11)")
+        raise SimulatorFault("bad_request", f"{model} does not offer native compaction")  # SPEC C-11
     if state is None:
         return None
     if not native:
         raise SimulatorFault(
-            "bad_request", f"{model} does not accept native state from another route (SPEC R-2)"
+            "bad_request",
+            f"{model} does not accept native state from another route",  # SPEC R-2
         )
     if not isinstance(state, Mapping):
         raise SimulatorFault("bad_request", "invalid native state: not a JSON object")
