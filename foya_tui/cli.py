@@ -180,6 +180,11 @@ def import_progress(done: int, total: int) -> None:
     say(f"foya: importing: {done:,} of {total:,} messages", err=True)
 
 
+def index_progress(done: int, total: int) -> None:
+    """Progress of a large import's search index, written in batches after its rows, on stderr."""
+    say(f"foya: indexing for search: {done:,} of {total:,} messages", err=True)
+
+
 # json.dumps escapes U+0000..U+001F but writes DEL, the C1 controls (U+009B is an 8-bit CSI some
 # terminals obey), bidi overrides, line separators and lone surrogates raw (a lone surrogate cannot
 # even be written as UTF-8). Outside strings JSON is ASCII, so escaping these keeps the value and
@@ -336,7 +341,9 @@ def _cmd_import(args: argparse.Namespace) -> int:
             except OSError as exc:
                 raise UsageError(f"cannot read {args.file}: {exc.strerror or exc}") from None
             source = path.name
-        info = runtime.import_transcript(data, source, progress=import_progress)
+        info = runtime.import_transcript(
+            data, source, progress=import_progress, index_progress=index_progress
+        )
     say(info.id)
     return EXIT_OK
 

@@ -304,11 +304,16 @@ class Runtime:
         return ForkedSession(info, source.id, info.metadata["forked_from"]["seq"])
 
     def import_transcript(
-        self, data: bytes, source: str, progress: Callable[[int, int], None] | None = None
+        self,
+        data: bytes,
+        source: str,
+        progress: Callable[[int, int], None] | None = None,
+        index_progress: Callable[[int, int], None] | None = None,
     ) -> SessionInfo:
         """Create a session from an OpenAI-format transcript (raises TranscriptError, writes nothing
-        then). A large one commits in bounded batches and appears only once complete; `progress`
-        hears (messages written, messages in all)."""
+        then). A large one commits in bounded batches, its search index after its rows, and
+        appears only once complete; `progress` hears (messages written, messages in all),
+        `index_progress` (messages indexed, messages in all)."""
         transcript = parse_transcript(data, source, max_bytes=self.settings.import_max_bytes)
         return self.store.create_session_in_batches(
             title=transcript.title,
@@ -316,6 +321,7 @@ class Runtime:
             events=transcript.events,
             artifacts=transcript.artifacts,
             progress=progress,
+            index_progress=index_progress,
         )
 
     # -- canonical history ----------------------------------------------------------------
@@ -513,5 +519,5 @@ class Runtime:
             yield from self.context(id_or_prefix, route).messages
             return
         info = self.store.find_session(id_or_prefix)
-        for event in self.store.events(info.id):
+        for event in self.store.iter_events(info.id):  # in batches: memory holds one, not history
             yield event.to_export()

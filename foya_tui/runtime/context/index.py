@@ -773,20 +773,50 @@ def covered_base(checkpoints: CheckpointState | None) -> int:
 def wrong_token_counts(store: EventStore, session_id: str, policy: ToolSettings) -> dict[str, list[int]]:
     """Per tokenizer key, the seqs whose persisted count differs from a fresh count of the event's
     message (`foya verify`; `--repair` deletes them, so the next compile counts them again). Counts
-    of tokenizers this process cannot load, and of events no longer in valid history, are skipped."""
+    of tokenizers this process cannot load, and of events no longer in valid history, are skipped.
+
+    History is streamed in batches through a message log that keeps no entries: memory holds the
+    stored counts and one batch, never the session's messages. The log is the compiler's: valid
+    events (a rewind voids what came before it), handoff records only where their epoch is
+    recorded (K-1), placeholders never counted as an event's own message."""
+    del policy  # the counts are of the messages in full: shortening (T-1) never enters them
     keys = store.token_count_keys(session_id)
-    if not keys:
+    counters = [(key, counter) for key in keys if (counter := counter_for_stored_key(key)) is not None]
+    if not counters:
         return {}
-    index = SessionIndex(session_id)
-    index.refresh(store)
+    stored = {key: store.token_counts(session_id, key) for key, _ in counters}
+    control = store.events_of_kinds(
+        session_id,
+        (EventKind.REWIND, EventKind.HANDOFF, EventKind.COMPACTION_COMPLETED, EventKind.COMPACTION_UNDONE),
+    )
+    rewinds = [event for event in control if event.kind is EventKind.REWIND and event.problem is None]
+
+    def valid(event: Event) -> bool:
+        return not rewound(event.seq, [rewind for rewind in rewinds if rewind.seq > event.seq])
+
+    handoffs = HandoffTracker()
+    for event in control:
+        if (event.problem is None or event.kind is EventKind.HANDOFF) and valid(event):
+            handoffs.observe(event)
+    log = MessageLog()
+    own_seq = 0
     wrong: dict[str, list[int]] = {}
-    for key in keys:
-        counter = counter_for_stored_key(key)
-        if counter is None:
+    for event in store.iter_events(session_id):
+        if event.problem is not None or not valid(event):
             continue
-        stored = store.token_counts(session_id, key)
-        fresh = TokenColumn(counter, policy).extend(index.log.entries)
-        bad = [seq for seq, tokens in fresh if seq in stored and stored[seq] != tokens]
-        if bad:
-            wrong[key] = bad
+        if event.kind is EventKind.HANDOFF:
+            epoch = handoffs.epoch_at(event.seq)
+            if epoch is not None and handoffs.status(epoch) is EpochStatus.RECORDED:
+                log.add_hidden(event)
+        else:
+            log.add(event)
+        for entry in log.entries:
+            if entry.seq <= own_seq:
+                continue  # a placeholder carries its call's seq: not that event's own message
+            own_seq = entry.seq
+            for key, counter in counters:
+                known = stored[key].get(entry.seq)
+                if known is not None and known != message_tokens(entry.openai, counter):
+                    wrong.setdefault(key, []).append(entry.seq)
+        log.entries.clear()  # counted: the log only needs its open calls from here on
     return wrong
