@@ -333,17 +333,17 @@ def _cmd_import(args: argparse.Namespace) -> int:
         limit = runtime.settings.import_max_bytes
         if args.file == "-":
             data, source = read_transcript(sys.stdin.buffer, limit), "stdin"
+            info = runtime.import_transcript(
+                data, source, progress=import_progress, index_progress=index_progress
+            )
         else:
-            path = Path(args.file)
+            # Read a piece at a time, twice (validated, then imported): never the whole file at once.
             try:
-                with path.open("rb") as stream:
-                    data = read_transcript(stream, limit)
+                info = runtime.import_transcript_file(
+                    Path(args.file), progress=import_progress, index_progress=index_progress
+                )
             except OSError as exc:
                 raise UsageError(f"cannot read {args.file}: {exc.strerror or exc}") from None
-            source = path.name
-        info = runtime.import_transcript(
-            data, source, progress=import_progress, index_progress=index_progress
-        )
     say(info.id)
     return EXIT_OK
 

@@ -6,7 +6,7 @@ Every method here may touch SQLite or a provider, so the UI calls them from work
 from __future__ import annotations
 
 import weakref
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
@@ -32,7 +32,7 @@ from foya_tui.runtime.context.compiler import ContextCompiler
 from foya_tui.runtime.context.index import wrong_token_counts
 from foya_tui.runtime.context.request import RequestView
 from foya_tui.runtime.fork import ForkedSession, fork_session
-from foya_tui.runtime.model import Event, EventKind, SessionInfo
+from foya_tui.runtime.model import Event, EventKind, NewEvent, SessionInfo
 from foya_tui.runtime.providers.catalog import model_info, simulator_models
 from foya_tui.runtime.providers.client import CancelToken, ProviderClient
 from foya_tui.runtime.providers.preflight import check_route, route_problem
@@ -56,7 +56,7 @@ from foya_tui.runtime.store.search import ProgressCallback as IndexProgress
 from foya_tui.runtime.store.search import message_body, snippet
 from foya_tui.runtime.tools import default_registry
 from foya_tui.runtime.tools.approval import ApprovalPolicy, Approver
-from foya_tui.runtime.transcripts import parse_transcript
+from foya_tui.runtime.transcripts import Transcript, open_transcript, parse_transcript
 from foya_tui.runtime.view.checkpoint import Phase
 from foya_tui.runtime.view.history import rewound, valid_events
 from foya_tui.runtime.view.pages import PAGE_EVENTS, HistoryPage, page_after, page_before
@@ -319,6 +319,31 @@ class Runtime:
             title=transcript.title,
             workspace=str(self.workdir),
             events=transcript.events,
+            artifacts=transcript.artifacts,
+            progress=progress,
+            index_progress=index_progress,
+        )
+
+    def import_transcript_file(
+        self,
+        path: Path,
+        progress: Callable[[int, int], None] | None = None,
+        index_progress: Callable[[int, int], None] | None = None,
+    ) -> SessionInfo:
+        """`import_transcript` of a file, read a piece at a time: validated in full first (raises
+        TranscriptError, writes nothing then; OSError when it cannot be read), then its events
+        read again into the batches, so memory holds one batch, never the file."""
+        transcript = open_transcript(path, path.name, max_bytes=self.settings.import_max_bytes)
+        if isinstance(transcript, Transcript):  # judged by the whole-file parser: already in memory
+            events: Iterable[NewEvent] = transcript.events
+            total = len(transcript.events)
+        else:
+            events, total = transcript.events(), transcript.count
+        return self.store.create_session_in_batches(
+            title=transcript.title,
+            workspace=str(self.workdir),
+            events=events,
+            total=total,
             artifacts=transcript.artifacts,
             progress=progress,
             index_progress=index_progress,

@@ -16,10 +16,12 @@ from pathlib import Path
 import pytest
 
 from foya_tui.cli import main
+from foya_tui.runtime import transcripts
 from foya_tui.runtime.context.index import wrong_token_counts
 from foya_tui.runtime.model import EventKind, NewEvent
 from foya_tui.runtime.runtime import Runtime
 from foya_tui.runtime.store import EventStore, open_database
+from foya_tui.runtime.transcripts import TranscriptError, TranscriptFile, open_transcript, parse_transcript
 from foya_tui.settings import ToolSettings
 
 
@@ -129,3 +131,86 @@ def test_the_streamed_recount_finds_a_wrong_count_and_skips_rewound_events(runti
         )
     # Seq 5 was rewound: no longer history, its count is not checked; seq 2 is wrong.
     assert wrong_token_counts(store, session.id, ToolSettings()) == {key: [2]}
+
+
+# -- the transcript file, read a piece at a time -------------------------------------------------
+
+
+def transcript_messages(count: int) -> list[dict[str, object]]:
+    out: list[dict[str, object]] = []
+    for index in range(count):
+        call = {"id": f"c{index}", "type": "function", "function": {"name": "read_file", "arguments": "{}"}}
+        out += [
+            {"role": "user", "content": f"request {index} ünïcode \u2028 inside"},
+            {"role": "assistant", "content": None, "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": f"c{index}", "content": "x" * (index * 37 % 300)},
+        ]
+    return out
+
+
+FORMS = {
+    "array": lambda items: json.dumps(items, ensure_ascii=False, indent=1).encode(),
+    "array with BOM": lambda items: b"\xef\xbb\xbf  " + json.dumps(items).encode(),
+    # (A raw U+2028 would end a JSONL line inside its string, for the whole-file parser too.)
+    "jsonl": lambda items: "".join(json.dumps(i) + "\n" for i in items).encode(),
+    "jsonl crlf and blank lines": lambda items: "\r\n\r\n".join(json.dumps(i) for i in items).encode(),
+    "jsonl odd breaks": lambda items: "\x85".join(json.dumps(i) for i in items).encode(),
+}
+
+
+@pytest.mark.parametrize("form", sorted(FORMS))
+def test_a_file_read_in_pieces_gives_the_whole_file_parse(
+    tmp_path: Path, form: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(transcripts, "READ_CHUNK", 61)  # pieces end inside items, escapes, \r\n
+    data = FORMS[form](transcript_messages(40))
+    path = tmp_path / "t.json"
+    path.write_bytes(data)
+    whole = parse_transcript(data, "t.json", max_bytes=1 << 20)
+    opened = open_transcript(path, "t.json", max_bytes=1 << 20)
+    assert isinstance(opened, TranscriptFile), "read in pieces, not whole"
+    assert (opened.title, opened.count, opened.artifacts) == (whole.title, len(whole.events), whole.artifacts)
+    assert tuple(opened.events()) == whole.events
+
+
+def test_the_first_message_comes_after_one_piece(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(transcripts, "READ_CHUNK", 64 * 1024)
+    path = tmp_path / "t.json"
+    path.write_bytes(FORMS["array"](transcript_messages(4_000)))
+    assert path.stat().st_size > 8 * transcripts.READ_CHUNK
+    with path.open("rb") as stream:
+        items = transcripts._stream_items(stream, 1 << 30)
+        next(items)
+        assert stream.tell() <= transcripts.READ_CHUNK  # one piece read, not the file
+        assert sum(1 for _ in items) == 12_000 - 1
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '[{"role": "user", "content": "a"}, ]',
+        '[{"role": "user", "content": "a"}] trailing',
+        "[]",
+        '\u00a0[{"role": "user", "content": "a"}]',
+        '[{"role": "user", "content": NaN}]',
+        '{"role": "user", "content": "a"}\n{"role": "robot"}\n',
+        '[{"role": "tool", "tool_call_id": "x", "content": "a"}]',
+        "[" * 150 + "]" * 150,
+        "   \n  ",
+    ],
+)
+def test_a_doubtful_file_gets_the_whole_file_verdict(tmp_path: Path, text: str) -> None:
+    path = tmp_path / "t.json"
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(TranscriptError) as whole:
+        parse_transcript(text.encode(), "t.json", max_bytes=1 << 20)
+    with pytest.raises(TranscriptError) as opened:
+        open_transcript(path, "t.json", max_bytes=1 << 20)
+    assert str(opened.value) == str(whole.value)
+
+
+def test_a_file_over_the_limit_is_refused_as_before(tmp_path: Path) -> None:
+    path = tmp_path / "t.json"
+    path.write_bytes(FORMS["jsonl"](transcript_messages(50)))
+    with pytest.raises(TranscriptError, match="larger than"):
+        open_transcript(path, "t.json", max_bytes=1_000)
