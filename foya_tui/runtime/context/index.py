@@ -394,14 +394,15 @@ class SessionIndex:
         With `reader`, the first refresh reads the current checkpoint first and then only what
         follows the prefix it covers (`base_seq`); a later checkpoint state that applies less (an
         undo, a rewind) makes the index read everything again."""
-        if (
+        if not (
             self.last_seq == 0
             and reader is not None
             and self.session_id
             and self._load_after_checkpoint(store, reader)
         ):
-            return
-        self._refresh(store)
+            self._refresh(store)
+        # A completion, undo or rewind since (or while the first read ran): the state it leads to
+        # may apply less of history than this index holds.
         if reader is not None and self.base_seq and self.checkpoints is None:
             self.checkpoint_state(reader)
             if covered_base(self.checkpoints) < self.base_seq:
