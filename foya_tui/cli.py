@@ -205,6 +205,11 @@ def import_progress(done: int, total: int) -> None:
     say(f"foya: importing: {done:,} of {total:,} messages", err=True)
 
 
+def index_progress(done: int, total: int) -> None:
+    """Progress of a large import's search index, written in batches after its rows, on stderr."""
+    say(f"foya: indexing for search: {done:,} of {total:,} messages", err=True)
+
+
 # json.dumps escapes U+0000..U+001F but writes DEL, the C1 controls (U+009B is an 8-bit CSI some
 # terminals obey), bidi overrides, line separators and lone surrogates raw (a lone surrogate cannot
 # even be written as UTF-8). Outside strings JSON is ASCII, so escaping these keeps the value and
@@ -393,15 +398,17 @@ def _cmd_import(args: argparse.Namespace) -> int:
         limit = runtime.settings.import_max_bytes
         if args.file == "-":
             data, source = read_transcript(sys.stdin.buffer, limit), "stdin"
+            info = runtime.import_transcript(
+                data, source, progress=import_progress, index_progress=index_progress
+            )
         else:
-            path = Path(args.file)
+            # Read a piece at a time, twice (validated, then imported): never the whole file at once.
             try:
-                with path.open("rb") as stream:
-                    data = read_transcript(stream, limit)
+                info = runtime.import_transcript_file(
+                    Path(args.file), progress=import_progress, index_progress=index_progress
+                )
             except OSError as exc:
                 raise UsageError(f"cannot read {args.file}: {exc.strerror or exc}") from None
-            source = path.name
-        info = runtime.import_transcript(data, source, progress=import_progress)
     say(info.id)
     return EXIT_OK
 

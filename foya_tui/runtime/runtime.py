@@ -6,7 +6,7 @@ Every method here may touch SQLite or a provider, so the UI calls them from work
 from __future__ import annotations
 
 import weakref
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
@@ -33,7 +33,7 @@ from foya_tui.runtime.context.index import wrong_token_counts
 from foya_tui.runtime.context.request import RequestView
 from foya_tui.runtime.fork import ForkedSession, fork_session
 from foya_tui.runtime.markdown import session_markdown
-from foya_tui.runtime.model import Event, EventKind, SessionInfo
+from foya_tui.runtime.model import Event, EventKind, NewEvent, SessionInfo
 from foya_tui.runtime.providers.catalog import model_info, simulator_models
 from foya_tui.runtime.providers.client import CancelToken, ProviderClient
 from foya_tui.runtime.providers.preflight import check_route, route_problem
@@ -61,7 +61,7 @@ from foya_tui.runtime.store.sessions import SessionStats
 from foya_tui.runtime.text import terminal_safe
 from foya_tui.runtime.tools import default_registry
 from foya_tui.runtime.tools.approval import ApprovalPolicy, Approver
-from foya_tui.runtime.transcripts import parse_transcript
+from foya_tui.runtime.transcripts import Transcript, open_transcript, parse_transcript
 from foya_tui.runtime.view.checkpoint import Phase
 from foya_tui.runtime.view.history import rewound, valid_events
 from foya_tui.runtime.view.pages import PAGE_EVENTS, HistoryPage, page_after, page_before
@@ -385,11 +385,16 @@ class Runtime:
         return ForkedSession(info, source.id, info.metadata["forked_from"]["seq"])
 
     def import_transcript(
-        self, data: bytes, source: str, progress: Callable[[int, int], None] | None = None
+        self,
+        data: bytes,
+        source: str,
+        progress: Callable[[int, int], None] | None = None,
+        index_progress: Callable[[int, int], None] | None = None,
     ) -> SessionInfo:
         """Create a session from an OpenAI-format transcript (raises TranscriptError, writes nothing
-        then). A large one commits in bounded batches and appears only once complete; `progress`
-        hears (messages written, messages in all)."""
+        then). A large one commits in bounded batches, its search index after its rows, and
+        appears only once complete; `progress` hears (messages written, messages in all),
+        `index_progress` (messages indexed, messages in all)."""
         transcript = parse_transcript(data, source, max_bytes=self.settings.import_max_bytes)
         return self.store.create_session_in_batches(
             title=transcript.title,
@@ -397,6 +402,32 @@ class Runtime:
             events=transcript.events,
             artifacts=transcript.artifacts,
             progress=progress,
+            index_progress=index_progress,
+        )
+
+    def import_transcript_file(
+        self,
+        path: Path,
+        progress: Callable[[int, int], None] | None = None,
+        index_progress: Callable[[int, int], None] | None = None,
+    ) -> SessionInfo:
+        """`import_transcript` of a file, read a piece at a time: validated in full first (raises
+        TranscriptError, writes nothing then; OSError when it cannot be read), then its events
+        read again into the batches, so memory holds one batch, never the file."""
+        transcript = open_transcript(path, path.name, max_bytes=self.settings.import_max_bytes)
+        if isinstance(transcript, Transcript):  # judged by the whole-file parser: already in memory
+            events: Iterable[NewEvent] = transcript.events
+            total = len(transcript.events)
+        else:
+            events, total = transcript.events(), transcript.count
+        return self.store.create_session_in_batches(
+            title=transcript.title,
+            workspace=str(self.workdir),
+            events=events,
+            total=total,
+            artifacts=transcript.artifacts,
+            progress=progress,
+            index_progress=index_progress,
         )
 
     # -- canonical history ----------------------------------------------------------------
@@ -626,7 +657,7 @@ class Runtime:
             yield from self.context(id_or_prefix, route).messages
             return
         info = self.store.find_session(id_or_prefix)
-        for event in self.store.events(info.id):
+        for event in self.store.iter_events(info.id):  # in batches: memory holds one, not history
             yield event.to_export()
 
 

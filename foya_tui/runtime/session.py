@@ -499,7 +499,7 @@ class Session:
                 or rewound(to_seq, self.store.rewinds_after(self.id, to_seq))
             ):
                 raise RewindError(f"seq {to_seq} is not an event of this session's valid history")
-        split = group_split(self._compiler.snapshot(self.id).entries, to_seq)
+        split = group_split(self._compiler.snapshot(self.id, after_seq=to_seq).entries, to_seq)
         if split is not None:
             raise RewindError(split.refusal("rewind to", split.group.first_seq - 1))
         (event,) = self.store.append(self.id, [NewEvent(EventKind.REWIND, {"to_seq": to_seq})])

@@ -1,7 +1,10 @@
 """Provides reading OpenAI-format chat transcripts (JSON array or JSONL) into importable events.
 
 A transcript is validated completely before anything is written: a malformed file is one clear
-error naming the message at fault, and no session is created (SPEC H-5).
+error naming the message at fault, and no session is created (SPEC H-5). A file on disk is read a
+piece at a time, twice (`open_transcript`: validate, then the events as an iterator for a batched
+import), so memory holds a batch, never the file; a file the piecewise reader has any doubt about
+is judged by the whole-file parser, which gives the one error (or the same messages).
 
 Strictness: standard JSON only (`NaN` and `Infinity` are refused), a size limit (the
 `import_max_bytes` setting, read no further than that), a nesting limit (`MAX_NESTING`). Tool
@@ -20,10 +23,12 @@ from __future__ import annotations
 
 import base64
 import binascii
+import codecs
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, BinaryIO
 
 from foya_tui.errors import InputError
@@ -60,7 +65,8 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON (only finite numbers are)")
 
 
-_decode = json.JSONDecoder(parse_constant=_reject_constant).decode
+_decoder = json.JSONDecoder(parse_constant=_reject_constant)
+_decode = _decoder.decode
 
 
 def _depth(value: Any) -> int:
@@ -222,6 +228,61 @@ def _from_export(items: list[tuple[str, Any]]) -> list[tuple[str, Any]]:
     return converted
 
 
+class _Builder:
+    """Turns validated messages into imported-message events, one at a time, in order: the
+    pending tool calls, the title and the image artifacts carry from one message to the next."""
+
+    def __init__(self, source: str, *, keep_artifacts: bool = True) -> None:
+        self.source = source
+        self.keep_artifacts = keep_artifacts
+        self.artifacts: list[NewArtifact] = []
+        self.pending: list[str] = []  # unanswered call ids of the latest assistant message
+        self.title = ""
+        self.count = 0
+
+    def event(self, where: str, item: Any) -> NewEvent:
+        if isinstance(item, tuple):  # a turn outcome of a `foya export` (see `_from_export`)
+            return NewEvent(EventKind.TURN_OUTCOME, item[1])
+        if not isinstance(item, Mapping):
+            raise TranscriptError(f"{where}: a message must be a JSON object")
+        role = item.get("role")
+        if role not in ROLES:
+            raise TranscriptError(f"{where}: role must be one of {', '.join(ROLES)}, got {role!r}")
+        content, images = _content(item.get("content"), where)
+        payload: dict[str, Any] = {"role": role, "content": content}
+        if images:
+            payload["attachments"] = [image.ref.to_payload() for image in images]
+            if self.keep_artifacts:
+                self.artifacts.extend(images)
+        if role == "assistant":
+            calls = _tool_calls(item.get("tool_calls"), where)
+            if calls:
+                payload["tool_calls"] = calls
+            self.pending = [call["id"] for call in calls]
+        elif role == "tool":
+            call_id = item.get("tool_call_id")
+            if not isinstance(call_id, str) or not call_id:
+                raise TranscriptError(f"{where}: a tool message needs a tool_call_id")
+            if call_id not in self.pending:
+                raise TranscriptError(
+                    f"{where}: tool_call_id {call_id!r} answers no open call of the last assistant message"
+                )
+            self.pending.remove(call_id)  # ids may repeat in later turns: each group is matched on its own
+            payload["tool_call_id"] = call_id
+        else:
+            self.pending = []
+            if role == "user" and not self.title and payload["content"]:
+                self.title = " ".join(payload["content"].split())[:60]
+        if isinstance(item.get("name"), str):
+            payload["name"] = item["name"]
+        payload["source"] = self.source
+        self.count += 1
+        return NewEvent(EventKind.IMPORTED_MESSAGE, payload)
+
+    def title_or_default(self) -> str:
+        return self.title or f"imported from {self.source}"
+
+
 def parse_transcript(data: bytes, source: str, *, max_bytes: int | None = None) -> Transcript:
     """Validate a whole transcript and turn it into imported-message events."""
     if max_bytes is not None and len(data) > max_bytes:
@@ -237,47 +298,183 @@ def parse_transcript(data: bytes, source: str, *, max_bytes: int | None = None) 
         items = _from_export(items)
     if not items:
         raise TranscriptError("the file holds no messages")
-    events: list[NewEvent] = []
-    artifacts: list[NewArtifact] = []
-    pending: list[str] = []  # unanswered call ids of the latest assistant message
-    title = ""
-    for where, item in items:
-        if isinstance(item, tuple):  # a turn outcome of a `foya export` (see `_from_export`)
-            events.append(NewEvent(EventKind.TURN_OUTCOME, item[1]))
-            continue
-        if not isinstance(item, Mapping):
-            raise TranscriptError(f"{where}: a message must be a JSON object")
-        role = item.get("role")
-        if role not in ROLES:
-            raise TranscriptError(f"{where}: role must be one of {', '.join(ROLES)}, got {role!r}")
-        content, images = _content(item.get("content"), where)
-        payload: dict[str, Any] = {"role": role, "content": content}
-        if images:
-            payload["attachments"] = [image.ref.to_payload() for image in images]
-            artifacts.extend(images)
-        if role == "assistant":
-            calls = _tool_calls(item.get("tool_calls"), where)
-            if calls:
-                payload["tool_calls"] = calls
-            pending = [call["id"] for call in calls]
-        elif role == "tool":
-            call_id = item.get("tool_call_id")
-            if not isinstance(call_id, str) or not call_id:
-                raise TranscriptError(f"{where}: a tool message needs a tool_call_id")
-            if call_id not in pending:
-                raise TranscriptError(
-                    f"{where}: tool_call_id {call_id!r} answers no open call of the last assistant message"
-                )
-            pending.remove(call_id)  # ids may repeat in later turns: each group is matched on its own
-            payload["tool_call_id"] = call_id
-        else:
-            pending = []
-            if role == "user" and not title and payload["content"]:
-                title = " ".join(payload["content"].split())[:60]
-        if isinstance(item.get("name"), str):
-            payload["name"] = item["name"]
-        payload["source"] = source
-        events.append(NewEvent(EventKind.IMPORTED_MESSAGE, payload))
+    builder = _Builder(source)
+    events = [builder.event(where, item) for where, item in items]
     return Transcript(
-        events=tuple(events), artifacts=tuple(artifacts), title=title or f"imported from {source}"
+        events=tuple(events), artifacts=tuple(builder.artifacts), title=builder.title_or_default()
+    )
+
+
+READ_CHUNK = 1024 * 1024
+"""Bytes read at a time by the piecewise reader."""
+
+_JSON_SPACE = " \t\n\r"
+_LINE_BREAKS = "\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029"
+"""What `str.splitlines` splits on: a line ends with one of them (\\r\\n counts as one)."""
+
+
+class _Unsure(Exception):
+    """The piecewise reader leaves this file to the whole-file parser (an error, or a form it
+    does not read): that parser's verdict is the one given."""
+
+
+def _pieces(stream: BinaryIO, max_bytes: int) -> Iterator[str]:
+    """The file's text a chunk at a time (UTF-8, a leading BOM dropped), never past `max_bytes`."""
+    decoder = codecs.getincrementaldecoder("utf-8-sig")()
+    read = 0
+    while True:
+        chunk = stream.read(READ_CHUNK)
+        read += len(chunk)
+        if read > max_bytes:
+            raise _Unsure
+        try:
+            text = decoder.decode(chunk, final=not chunk)
+        except UnicodeDecodeError:
+            raise _Unsure from None
+        if text:
+            yield text
+        if not chunk:
+            return
+
+
+class _Reader:
+    """A text buffer over `_pieces`, extended on demand and trimmed as items are taken."""
+
+    def __init__(self, stream: BinaryIO, max_bytes: int) -> None:
+        self._pieces = _pieces(stream, max_bytes)
+        self.text = ""
+        self.at = 0
+        self.done = False
+
+    def more(self) -> bool:
+        """Read one more piece (dropping what was taken); False at the end of the file."""
+        if self.done:
+            return False
+        piece = next(self._pieces, None)
+        if piece is None:
+            self.done = True
+            return False
+        self.text = self.text[self.at :] + piece
+        self.at = 0
+        return True
+
+    def skip_space(self) -> str:
+        """The next character after JSON whitespace ("" at the end of the file)."""
+        while True:
+            while self.at < len(self.text) and self.text[self.at] in _JSON_SPACE:
+                self.at += 1
+            if self.at < len(self.text):
+                return self.text[self.at]
+            if not self.more():
+                return ""
+
+
+def _stream_items(stream: BinaryIO, max_bytes: int) -> Iterator[tuple[str, Any]]:
+    """(where, item) pairs as `_parse_items` gives them, read a piece at a time; raises _Unsure
+    (or TranscriptError) wherever the whole-file parser must judge."""
+    reader = _Reader(stream, max_bytes)
+    while not reader.text.lstrip() and reader.more():
+        pass
+    if reader.text.lstrip().startswith("["):
+        yield from _array_items(reader)
+    else:
+        yield from _line_items(reader)
+
+
+def _array_items(reader: _Reader) -> Iterator[tuple[str, Any]]:
+    if reader.skip_space() != "[":
+        raise _Unsure  # other whitespace before the array: the whole-file parser says what it is
+    reader.at += 1
+    index = 0
+    while True:
+        following = reader.skip_space()
+        if following == "]" and index == 0:
+            raise _Unsure  # an empty array: no messages
+        while True:
+            try:
+                item, end = _decoder.raw_decode(reader.text, reader.at)
+            except RecursionError:
+                raise _Unsure from None
+            except ValueError:
+                if reader.more():
+                    continue  # the item may go on in the next piece
+                raise _Unsure from None
+            if end < len(reader.text) or reader.done:
+                break
+            if not reader.more():
+                break
+        if _depth(item) >= MAX_NESTING:
+            raise _Unsure
+        index += 1
+        reader.at = end
+        yield f"message {index}", item
+        following = reader.skip_space()
+        reader.at += 1
+        if following == "]":
+            if reader.skip_space() != "":
+                raise _Unsure  # something after the array
+            return
+        if following != ",":
+            raise _Unsure
+
+
+def _line_items(reader: _Reader) -> Iterator[tuple[str, Any]]:
+    number = 0
+    while True:
+        lines = reader.text[reader.at :].splitlines(keepends=True)
+        # The last piece may go on (or be half of a \r\n): kept until the file ends.
+        complete = lines if reader.done else lines[:-1]
+        for line in complete:
+            number += 1
+            # Without its line break, as `str.splitlines()` gives lines to the whole-file parser.
+            text = line.rstrip(_LINE_BREAKS)
+            if text.strip():
+                yield f"line {number}", _loads(text, f"line {number}: ")
+        reader.at += sum(len(line) for line in complete)
+        if reader.done:
+            return
+        reader.more()
+
+
+@dataclass(frozen=True)
+class TranscriptFile:
+    """A transcript on disk, validated in full: its events are read again, a piece at a time,
+    when `events()` is iterated (a batched import holds one batch, never the file)."""
+
+    path: Path
+    source: str
+    max_bytes: int
+    title: str
+    count: int
+    artifacts: tuple[NewArtifact, ...]
+
+    def events(self) -> Iterator[NewEvent]:
+        builder = _Builder(self.source, keep_artifacts=False)
+        with self.path.open("rb") as stream:
+            for where, item in _stream_items(stream, self.max_bytes):
+                yield builder.event(where, item)
+        if builder.count != self.count:
+            raise TranscriptError(f"{self.path.name} changed while it was imported")
+
+
+def open_transcript(path: Path, source: str, *, max_bytes: int) -> TranscriptFile | Transcript:
+    """Validate a transcript file read a piece at a time (raises TranscriptError, having written
+    nothing). A file that reader has any doubt about is read whole and parsed as `parse_transcript`
+    does, so the error (or the messages) are exactly that parser's; raises OSError when the file
+    cannot be read."""
+    builder = _Builder(source)
+    try:
+        if not path.is_file():
+            raise _Unsure  # a pipe (`<(…)`) cannot be read twice: read whole, as stdin is
+        with path.open("rb") as stream:
+            for where, item in _stream_items(stream, max_bytes):
+                builder.event(where, item)
+        if builder.count == 0:
+            raise _Unsure
+    except (_Unsure, TranscriptError):
+        with path.open("rb") as stream:
+            data = read_transcript(stream, max_bytes)
+        return parse_transcript(data, source, max_bytes=max_bytes)
+    return TranscriptFile(
+        path, source, max_bytes, builder.title_or_default(), builder.count, tuple(builder.artifacts)
     )

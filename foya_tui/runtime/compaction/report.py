@@ -157,15 +157,16 @@ def verify_session(
 ) -> VerifyReport:
     """Re-validate a session's store and checkpoints (SPEC P-2); every problem is listed."""
     problems: list[str] = []
-    history = events.events(session_id)
-    for event in history:
+    checked = 0
+    last_rewind = 0
+    # Streamed in batches: memory holds one batch, never the session's history.
+    for event in events.iter_events(session_id):
+        checked += 1
         if event.problem is not None:
             problems.append(f"event {event.seq}: {event.problem}")
+        elif event.kind is EventKind.REWIND:
+            last_rewind = event.seq
     records = reader.all_records(session_id)
-    last_rewind = max(
-        (event.seq for event in history if event.kind is EventKind.REWIND and event.problem is None),
-        default=0,
-    )
     for record in records:
         if record.problem is not None and record.event_seq > last_rewind:
             problems.append(f"checkpoint {record.id[:12]} (event {record.event_seq}): {record.problem}")
@@ -176,7 +177,7 @@ def verify_session(
     fingerprints: Sequence[Fingerprint] = compaction.fingerprints(session_id)
     if len(fingerprints) > max_fingerprints:
         problems.append(f"{len(fingerprints)} failure fingerprints, more than {max_fingerprints}")  # C-14
-    return VerifyReport(session_id, len(history), len(records), tuple(problems))
+    return VerifyReport(session_id, checked, len(records), tuple(problems))
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from foya_tui.runtime.context.budget import Budget, compute_budget
-from foya_tui.runtime.context.index import SessionIndex, TokenColumn, VisibleColumn
+from foya_tui.runtime.context.index import SessionIndex, TokenColumn, VisibleColumn, snipped_key
 from foya_tui.runtime.context.report import LayerTokens
 from foya_tui.runtime.context.request import MessageSequence, RequestView
 from foya_tui.runtime.context.sources import load_sources
@@ -160,7 +160,7 @@ class ContextCompiler:
         """Ids of the routes this session has provider usage records for."""
         state = self._state(session_id)
         with state.lock:
-            state.refresh(self._store)
+            state.refresh(self._store, self._checkpoints)
             return frozenset(str(event.payload.get("route_id")) for event in state.usage_events)
 
     def preview(self, route: Route) -> RequestView:
@@ -192,7 +192,9 @@ class ContextCompiler:
         written (SPEC K-2: snip results apply once a compaction succeeded or was not needed)."""
         state = self._state(session_id)
         with state.lock:
-            state.refresh(self._store)
+            state.refresh(self._store, self._checkpoints)
+            if candidate is not None:
+                state.require(candidate.through_seq, self._store)
             state.checkpoint_state(self._checkpoints)
             return self._compile(state, route, candidate, snips)
 
@@ -200,15 +202,21 @@ class ContextCompiler:
         """The session's current checkpoint as the compiler applies it (re-validated on change)."""
         state = self._state(session_id)
         with state.lock:
-            state.refresh(self._store)
+            state.refresh(self._store, self._checkpoints)
             return state.checkpoint_state(self._checkpoints)
 
-    def snapshot(self, session_id: str, route: Route | None = None) -> HistorySnapshot:
+    def snapshot(
+        self, session_id: str, route: Route | None = None, *, after_seq: int | None = None
+    ) -> HistorySnapshot:
         """Valid history's messages as they are now, for the compaction planner; its checkpoint is
-        the one `route` applies (SPEC R-2), the current one without a route."""
+        the one `route` applies (SPEC R-2), the current one without a route. Its entries start
+        after the prefix the checkpoints cover (what a route may send), or, given `after_seq`, hold
+        at least every message after that seq (a rewind's group check)."""
         state = self._state(session_id)
         with state.lock:
-            state.refresh(self._store)
+            state.refresh(self._store, self._checkpoints)
+            if after_seq is not None:
+                state.require(after_seq, self._store)
             current = state.checkpoint_state(self._checkpoints)
             if current is None:
                 checkpoint = None
@@ -228,7 +236,7 @@ class ContextCompiler:
         the clock for the prompt cache's expiry (SPEC K-3). None before any call."""
         state = self._state(session_id)
         with state.lock:
-            state.refresh(self._store)
+            state.refresh(self._store, self._checkpoints)
             return state.usage_events[-1].created_at if state.usage_events else None
 
     def tool_charge_known(self, session_id: str, route_id: str) -> bool:
@@ -252,7 +260,7 @@ class ContextCompiler:
         since): given, it is not compiled again."""
         state = self._state(session_id)
         with state.lock:
-            state.refresh(self._store)
+            state.refresh(self._store, self._checkpoints)
             state.checkpoint_state(self._checkpoints)
             fresh = current is not None and current.through_seq == state.last_seq and current.route == route
             view = current if fresh and current is not None else self._compile(state, route)
@@ -556,10 +564,13 @@ class ContextCompiler:
             # The large results only ever grow between rewinds (which change the revision
             # themselves), so with the snipped set, how many are shortened and the last of them
             # identify the set; the elastic sizes, when any, take part too.
+            # Counted from the checkpoint on (what a covered prefix holds is not part of what
+            # is sent), so a process that read only what follows the checkpoint names the same
+            # revision as one that read all of history.
             revision = state.revision(
                 checkpoint.id if checkpoint is not None else None,
-                (shorten, shortened_seqs[-1] if shortened_seqs else 0),
-                view.key,
+                (max(0, shorten - first_large), shortened_seqs[-1] if shortened_seqs else 0),
+                snipped_key(snipped_seqs),
                 elastic_key,
             )
             return revision, estimate_request(

@@ -3,7 +3,10 @@ sums, the large results T-1 may shorten, snip accounting (K-2..K-4), handoff epo
 current checkpoint, all extended from the events appended since the last compile.
 
 A compile then decides and accounts in O(log n): history is read and tokenized once per process,
-not once per step.
+not once per step. A new process whose session has a checkpoint reads that checkpoint first and
+then only the events after what it covers (`SessionIndex.base_seq`), plus the few kinds the layers
+need from before (usage records, rewinds, handoff epochs, snips): the covered messages are never
+decoded, so opening a compacted session costs what the model sees, not what history holds.
 """
 
 from __future__ import annotations
@@ -26,13 +29,37 @@ from foya_tui.runtime.tokens import (
     message_tokens,
     stored_count_key,
 )
-from foya_tui.runtime.view.checkpoint import Checkpoint
+from foya_tui.runtime.view.checkpoint import Checkpoint, ProjectionKind
 from foya_tui.runtime.view.handoff import EpochStatus, HandoffTracker
-from foya_tui.runtime.view.history import LogEntry, MessageLog, rewound, valid_events
+from foya_tui.runtime.view.history import (
+    LogEntry,
+    MessageLog,
+    event_message,
+    message_role,
+    rewound,
+    valid_events,
+)
 from foya_tui.runtime.view.projection import checkpoint_head
 from foya_tui.runtime.view.recovery import CheckpointReader, CheckpointState
 from foya_tui.runtime.view.snip import parse_snip, snipped_text
 from foya_tui.settings import ToolSettings
+
+ANCHOR_BATCH = 256
+"""Events read at a time backwards from a checkpoint that covers the head anchor (mid-turn)."""
+
+PREFIX_KINDS = frozenset(
+    {
+        EventKind.PROVIDER_USAGE,
+        EventKind.COMPACTION_DIAGNOSTIC,
+        EventKind.REWIND,
+        EventKind.HANDOFF,
+        EventKind.COMPACTION_COMPLETED,
+        EventKind.COMPACTION_UNDONE,
+        EventKind.CONTEXT_SNIPPED,
+    }
+)
+"""What the layers need from the covered prefix, read on the kind index: usage records (baseline,
+calibration, the cache clock), rewinds (validity, revision), handoff epochs (K-1), snips (K-2)."""
 
 CUT_FORMS_KEPT = 512
 """Elastic forms kept per column: a few steps' worth of sizes for the results in the working set."""
@@ -304,8 +331,13 @@ class VisibleColumn:
             key="",
         )
         view._take_large(from_large)
-        view.key = digest_of(view.seqs)[:16]
+        view.key = snipped_key(view.seqs)
         return view
+
+
+def snipped_key(seqs: Sequence[int]) -> str:
+    """Identifies a set of snipped seqs in a revision (empty when there are none: SPEC B-7)."""
+    return digest_of(list(seqs))[:16] if seqs else ""
 
 
 class SessionIndex:
@@ -325,6 +357,8 @@ class SessionIndex:
         self._reset()
 
     def _reset(self) -> None:
+        self.base_seq = 0
+        """Events at or before this seq are not in the log: a checkpoint covers them (0: all read)."""
         self.log = MessageLog()
         self.seqs: list[int] = []
         self.roles: list[Role] = []
@@ -354,32 +388,154 @@ class SessionIndex:
         self.snip_version = 0
         """Changes whenever `snipped` does (views built from it are rebuilt then)."""
         self.snip_notices: list[str] = []
+        self.covered_results: dict[int, bool] = {}
+        """Covered seqs a snip names, and whether each holds a recorded tool result (read by seq)."""
 
-    def refresh(self, store: EventStore) -> None:
+    def refresh(self, store: EventStore, reader: CheckpointReader | None = None) -> None:
         """Read the events appended since the last refresh; a rewind rebuilds from the store, and so
-        does a handoff record that suppresses an epoch whose record the log already holds (K-1)."""
+        does a handoff record that suppresses an epoch whose record the log already holds (K-1).
+
+        With `reader`, the first refresh reads the current checkpoint first and then only what
+        follows the prefix it covers (`base_seq`); a later checkpoint state that applies less (an
+        undo, a rewind) makes the index read everything again."""
+        if not (
+            self.last_seq == 0
+            and reader is not None
+            and self.session_id
+            and self._load_after_checkpoint(store, reader)
+        ):
+            self._refresh(store)
+        # A completion, undo or rewind since (or while the first read ran): the state it leads to
+        # may apply less of history than this index holds.
+        if reader is not None and self.base_seq and self.checkpoints is None:
+            self.checkpoint_state(reader)
+            if covered_base(self.checkpoints) < self.base_seq:
+                self._rebuild(store)
+
+    def require(self, seq: int, store: EventStore) -> None:
+        """Make sure the log holds every message after `seq` (a candidate checkpoint or a rewind
+        reaching into the prefix this index did not read): read everything when it does not."""
+        if seq < self.base_seq:
+            self._rebuild(store)
+
+    def _load_after_checkpoint(self, store: EventStore, reader: CheckpointReader) -> bool:
+        """Fill a new index from the current checkpoint on; False when it must read everything (no
+        checkpoint, no user message to anchor on, a log that does not start at a group boundary)."""
+        checkpoints = reader.state(self.session_id)
+        base = covered_base(checkpoints)
+        if base <= 0:
+            return False
+        tail = store.events(self.session_id, after_seq=base)
+        valid = valid_events(tail)
+        # The head anchor is in the log even when the checkpoint covers it (mid-turn: SPEC C-3):
+        # read back to it. A suffix of history that starts at a user message or after a whole group
+        # is valid on its own (a rewind only invalidates events before it), and builds the same log.
+        extended = False
+        while not any(message_role(event) is Role.USER for event in valid):
+            before = store.events_before(self.session_id, base + 1, ANCHOR_BATCH) if base > 0 else []
+            if not before:
+                return False  # no user message anywhere: the working set reaches back into history
+            tail, base, extended = before + tail, before[0].seq - 1, True
+            valid = valid_events(tail)
+        if extended:
+            anchor = next(event.seq for event in reversed(valid) if message_role(event) is Role.USER)
+            base = anchor - 1
+            tail = [event for event in tail if event.seq > base]
+            valid = valid_events(tail)
+        first = next((message for event in valid if (message := event_message(event)) is not None), None)
+        if first is not None and first.role is Role.TOOL:
+            return False  # a result whose call is covered: never cut there (C-4), so read it all
+        prefix = store.events_of_kinds(self.session_id, PREFIX_KINDS, through_seq=base)
+        everything = [*prefix, *tail]
+        rewinds = [event for event in everything if event.kind is EventKind.REWIND and event.problem is None]
+
+        def counts(event: Event) -> bool:
+            # Valid, or an unreadable handoff row that still counts against its epoch, as in
+            # `_rebuild`: unless a later rewind voided it (SPEC H-4, K-1).
+            return (event.problem is None or event.kind is EventKind.HANDOFF) and not rewound(
+                event.seq, [rewind for rewind in rewinds if rewind.seq > event.seq]
+            )
+
+        for event in everything:
+            self._sample(event)
+        self.base_seq = base
+        self.last_seq = tail[-1].seq if tail else store.last_seq(self.session_id)
+        kept = [event for event in prefix if counts(event)]
+        for event in [*kept, *(event for event in tail if counts(event))]:
+            self.handoffs.observe(event)
+        covered = [event for event in kept if event.problem is None]
+        self._check_covered(store, [*covered, *valid])
+        for event in covered:
+            self._add_covered(event)
+        for event in valid:
+            self._add(event)
+        self.checkpoints = checkpoints
+        if any(event.kind in _CHECKPOINT_EVENTS and event.seq > checkpoints.control_seq for event in tail):
+            self.checkpoints = None  # written while this read: re-read (and re-checked) on demand
+        return True
+
+    def _add_covered(self, event: Event) -> None:
+        """Take in an event of the covered prefix: only what the layers keep from there."""
+        if event.kind is EventKind.PROVIDER_USAGE:
+            self.usage_events.append(event)
+        elif event.kind is EventKind.REWIND:
+            self.rewinds.append(event.seq)
+        elif event.kind is EventKind.CONTEXT_SNIPPED:
+            self._apply_snip(event)
+
+    def _check_covered(self, store: EventStore, events: Sequence[Event]) -> None:
+        """Read the covered seqs these snip events name, to tell a recorded result from a wrong seq
+        (the notice K-2 asks for) without reading the prefix around them."""
+        if not self.base_seq:
+            return
+        wanted: set[int] = set()
+        for event in events:
+            plan = parse_snip(event.payload) if event.kind is EventKind.CONTEXT_SNIPPED else None
+            if plan is not None:
+                wanted.update(
+                    seq for seq in plan.seqs if seq <= self.base_seq and seq not in self.covered_results
+                )
+        if not wanted:
+            return
+        found = {event.seq: event for event in store.events_at(self.session_id, wanted)}
+        rewinds = store.rewinds_after(self.session_id, min(wanted))
+        for seq in wanted:
+            named = found.get(seq)
+            message = event_message(named) if named is not None and named.problem is None else None
+            self.covered_results[seq] = (
+                message is not None
+                and message.role is Role.TOOL
+                and not message.attachments
+                and not rewound(seq, [rewind for rewind in rewinds if rewind.seq > seq])
+            )
+
+    def _sample(self, event: Event) -> None:
+        """A calibration sample of a recorded request (rewound ones too: tokenizers do not change)."""
+        if event.problem is not None:
+            return
+        if event.kind is EventKind.PROVIDER_USAGE:
+            records: Sequence[Any] = (event.payload,)
+        elif event.kind is EventKind.COMPACTION_DIAGNOSTIC:
+            records = event.payload.get("calibration") or ()  # summary replies (non-streamed)
+        else:
+            return
+        for record in records:
+            sample = calibration_sample(record) if isinstance(record, Mapping) else None
+            route_id = record.get("route_id") if isinstance(record, Mapping) else None
+            if sample is not None and isinstance(route_id, str):
+                self.calibration_samples.setdefault(route_id, []).append(sample)
+            if isinstance(record, Mapping) and "tool_charge" in record and isinstance(route_id, str):
+                self.tool_charge_probed.add(route_id)
+                charge = tool_charge_sample(record)
+                if charge is not None:
+                    self.tool_charge_samples.setdefault(route_id, []).append(charge)
+
+    def _refresh(self, store: EventStore) -> None:
         new = store.events(self.session_id, after_seq=self.last_seq)
         if not new:
             return
         for event in new:
-            if event.problem is not None:
-                continue
-            if event.kind is EventKind.PROVIDER_USAGE:
-                records: Sequence[Any] = (event.payload,)
-            elif event.kind is EventKind.COMPACTION_DIAGNOSTIC:
-                records = event.payload.get("calibration") or ()  # summary replies (non-streamed)
-            else:
-                continue
-            for record in records:
-                sample = calibration_sample(record) if isinstance(record, Mapping) else None
-                route_id = record.get("route_id") if isinstance(record, Mapping) else None
-                if sample is not None and isinstance(route_id, str):
-                    self.calibration_samples.setdefault(route_id, []).append(sample)
-                if isinstance(record, Mapping) and "tool_charge" in record and isinstance(route_id, str):
-                    self.tool_charge_probed.add(route_id)
-                    charge = tool_charge_sample(record)
-                    if charge is not None:
-                        self.tool_charge_samples.setdefault(route_id, []).append(charge)
+            self._sample(event)
         if any(event.kind in _CHECKPOINT_EVENTS for event in new):
             self.checkpoints = None
         self.last_seq = new[-1].seq
@@ -391,6 +547,7 @@ class SessionIndex:
         if any(self.handoffs.status(epoch) is EpochStatus.SUPPRESSED for epoch in self.logged_epochs):
             self._rebuild(store)
             return
+        self._check_covered(store, new)
         for event in new:
             if event.problem is None:
                 self._add(event)
@@ -478,6 +635,12 @@ class SessionIndex:
         unknown = []
         self.snip_version += 1
         for seq in plan.seqs:
+            if seq <= self.base_seq:
+                # Covered by the checkpoint this index starts from: never in the model's view, only
+                # checked to be a recorded result (read by seq: `_check_covered`).
+                if not (seq < event.seq and self.covered_results.get(seq, False)):
+                    unknown.append(seq)
+                continue
             index = self.index_of(seq) if seq < event.seq else None
             if index is None:
                 unknown.append(seq)
@@ -604,23 +767,66 @@ _CHECKPOINT_EVENTS = frozenset(
 )
 
 
+def covered_base(checkpoints: CheckpointState | None) -> int:
+    """The seq through which every checkpoint a route may apply covers history: the current one,
+    and its portable text ancestor when the current one is native (other routes apply that, or
+    all of history: SPEC C-11, R-2). 0 when some route sees all of history."""
+    current = checkpoints.current if checkpoints is not None else None
+    if checkpoints is None or current is None:
+        return 0
+    if current.projection_kind is ProjectionKind.TEXT:
+        return current.through_seq
+    portable = checkpoints.portable
+    return min(current.through_seq, portable.through_seq) if portable is not None else 0
+
+
 def wrong_token_counts(store: EventStore, session_id: str, policy: ToolSettings) -> dict[str, list[int]]:
     """Per tokenizer key, the seqs whose persisted count differs from a fresh count of the event's
     message (`foya verify`; `--repair` deletes them, so the next compile counts them again). Counts
-    of tokenizers this process cannot load, and of events no longer in valid history, are skipped."""
+    of tokenizers this process cannot load, and of events no longer in valid history, are skipped.
+
+    History is streamed in batches through a message log that keeps no entries: memory holds the
+    stored counts and one batch, never the session's messages. The log is the compiler's: valid
+    events (a rewind voids what came before it), handoff records only where their epoch is
+    recorded (K-1), placeholders never counted as an event's own message."""
+    del policy  # the counts are of the messages in full: shortening (T-1) never enters them
     keys = store.token_count_keys(session_id)
-    if not keys:
+    counters = [(key, counter) for key in keys if (counter := counter_for_stored_key(key)) is not None]
+    if not counters:
         return {}
-    index = SessionIndex(session_id)
-    index.refresh(store)
+    stored = {key: store.token_counts(session_id, key) for key, _ in counters}
+    control = store.events_of_kinds(
+        session_id,
+        (EventKind.REWIND, EventKind.HANDOFF, EventKind.COMPACTION_COMPLETED, EventKind.COMPACTION_UNDONE),
+    )
+    rewinds = [event for event in control if event.kind is EventKind.REWIND and event.problem is None]
+
+    def valid(event: Event) -> bool:
+        return not rewound(event.seq, [rewind for rewind in rewinds if rewind.seq > event.seq])
+
+    handoffs = HandoffTracker()
+    for event in control:
+        if (event.problem is None or event.kind is EventKind.HANDOFF) and valid(event):
+            handoffs.observe(event)
+    log = MessageLog()
+    own_seq = 0
     wrong: dict[str, list[int]] = {}
-    for key in keys:
-        counter = counter_for_stored_key(key)
-        if counter is None:
+    for event in store.iter_events(session_id):
+        if event.problem is not None or not valid(event):
             continue
-        stored = store.token_counts(session_id, key)
-        fresh = TokenColumn(counter, policy).extend(index.log.entries)
-        bad = [seq for seq, tokens in fresh if seq in stored and stored[seq] != tokens]
-        if bad:
-            wrong[key] = bad
+        if event.kind is EventKind.HANDOFF:
+            epoch = handoffs.epoch_at(event.seq)
+            if epoch is not None and handoffs.status(epoch) is EpochStatus.RECORDED:
+                log.add_hidden(event)
+        else:
+            log.add(event)
+        for entry in log.entries:
+            if entry.seq <= own_seq:
+                continue  # a placeholder carries its call's seq: not that event's own message
+            own_seq = entry.seq
+            for key, counter in counters:
+                known = stored[key].get(entry.seq)
+                if known is not None and known != message_tokens(entry.openai, counter):
+                    wrong.setdefault(key, []).append(entry.seq)
+        log.entries.clear()  # counted: the log only needs its open calls from here on
     return wrong

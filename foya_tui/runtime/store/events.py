@@ -6,11 +6,12 @@ query building would cost more than SQLite's own work (see `tests/bench/bench_st
 
 from __future__ import annotations
 
+import itertools
 import json
 import sqlite3
 import time
 import uuid
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -102,6 +103,14 @@ class EventStore:
         self._sql = database.connection
         self._clock = clock
         self._search_index = search_index
+        self.events_decoded = 0
+        """Event rows this store has decoded so far: what tests count to prove a read path leaves
+        history it does not need unread (never a timing)."""
+
+    def _decoded(self, session_id: str, rows: Iterable[Sequence[Any]]) -> list[Event]:
+        events = [decode_event(session_id, seq, kind, payload, at) for seq, kind, payload, at in rows]
+        self.events_decoded += len(events)
+        return events
 
     @property
     def path(self) -> str:
@@ -150,39 +159,66 @@ class EventStore:
         title: str = "",
         workspace: str = "",
         metadata: Mapping[str, Any] | None = None,
-        events: Sequence[NewEvent] = (),
+        events: Iterable[NewEvent] = (),
+        total: int | None = None,
         artifacts: Sequence[NewArtifact] = (),
         batch_events: int = IMPORT_BATCH_EVENTS,
         progress: Callable[[int, int], None] | None = None,
+        index_progress: Callable[[int, int], None] | None = None,
     ) -> SessionInfo:
         """Create a session whose events commit in bounded transactions (a large import), so a
-        concurrent writer never waits for the whole import, only for one batch.
+        concurrent writer never waits for the whole import, only for one batch, and memory holds
+        one batch at a time (`events` may be an iterator; `total` is then its length, for progress).
 
         The session is created incomplete (`complete = 0`): invisible to `sessions`, lookups and
-        resumes until the last batch marks it complete in its own transaction. A crash mid-import
-        thus leaves no half-imported session in view (its rows stay, unreachable: history is
-        never deleted). `progress` hears (events written, events in all)."""
-        if len(events) <= batch_events:
+        resumes until its last transaction marks it complete. The rows commit first; the full-text
+        index is then written from them in batches of its own (indexing is most of an import's
+        work, and done apart it never lengthens a row batch); the last index batch marks the
+        session complete. A crash mid-import thus leaves no half-imported session in view (its
+        rows stay, unreachable: history is never deleted). `progress` hears (events written, events
+        in all) after each row batch, `index_progress` (events indexed, events in all) after each
+        index batch."""
+        source = iter(events)
+        first = list(itertools.islice(source, batch_events + 1))
+        if len(first) <= batch_events:
             return self.create_session(
-                title=title, workspace=workspace, metadata=metadata, events=events, artifacts=artifacts
+                title=title, workspace=workspace, metadata=metadata, events=first, artifacts=artifacts
             )
+        count = total if total is not None else len(events) if isinstance(events, Sequence) else 0
         session_id = uuid.uuid4().hex
         now = _timestamp(self._clock)
         with self._sql.atomic():
             self._insert_session(session_id, title, workspace, metadata, now, complete=False)
             insert_artifacts(self._sql, session_id, artifacts, now)
         written = 0
-        for start in range(0, len(events), batch_events):
-            batch = events[start : start + batch_events]
-            last = start + batch_events >= len(events)
+        batches: list[tuple[int, int, int]] = []
+        """(after seq, through seq, first event id) of each batch: what the index pass re-reads."""
+        source = itertools.chain(first, source)
+        pending = list(itertools.islice(source, batch_events))
+        while pending:
             with self._sql.atomic():
-                self.append_locked(session_id, batch, now)
-                if last:
-                    self._sql.execute_sql("UPDATE session SET complete = 1 WHERE id = ?", (session_id,))
-            written += len(batch)
+                appended = self.append_locked(session_id, pending, now, index=False)
+                last_id = self._sql.execute_sql("SELECT last_insert_rowid()").fetchone()[0]
+            batches.append((appended[0].seq - 1, appended[-1].seq, last_id - len(appended) + 1))
+            written += len(appended)
+            count = max(count, written)
             if progress is not None:
-                progress(written, len(events))
-            if not last:
+                progress(written, count)
+            pending = list(itertools.islice(source, batch_events))
+            time.sleep(BATCH_PAUSE_SECONDS)
+        indexed = 0
+        for position, (after, through, first_id) in enumerate(batches):
+            with self._sql.atomic():
+                if self._search_index:
+                    # Read back from the rows just written: one batch in memory, never the import.
+                    rows = self.events(session_id, after, through)
+                    index_events_guarded(self._sql, session_id, rows, first_id)
+                if position == len(batches) - 1:
+                    self._sql.execute_sql("UPDATE session SET complete = 1 WHERE id = ?", (session_id,))
+            indexed += through - after
+            if index_progress is not None and self._search_index:
+                index_progress(indexed, written)
+            if position < len(batches) - 1:
                 time.sleep(BATCH_PAUSE_SECONDS)
         return self.get_session(session_id)
 
@@ -279,9 +315,10 @@ class EventStore:
         return self._clock()
 
     def append_locked(
-        self, session_id: str, batch: Sequence[NewEvent], now: str | None = None
+        self, session_id: str, batch: Sequence[NewEvent], now: str | None = None, *, index: bool = True
     ) -> list[Event]:
-        """Append inside a transaction the caller holds (the compaction store's commit: SPEC P-1)."""
+        """Append inside a transaction the caller holds (the compaction store's commit: SPEC P-1).
+        `index=False` leaves the full-text index to the caller (a batched import writes it after)."""
         now = now or _timestamp(self._clock)
         row = self._sql.execute_sql("SELECT last_seq FROM session WHERE id = ?", (session_id,)).fetchone()
         if row is None:
@@ -303,7 +340,7 @@ class EventStore:
         # The running digests commit with their events (SPEC H-5): a prefix's source digest is then
         # one lookup, never a pass over history (store/chain.py).
         append_chains(self._sql, session_id, [(seq, kind, payload) for _, seq, kind, payload, _ in rows])
-        if self._search_index:
+        if self._search_index and index:
             # One executemany inside our write transaction: the ids are consecutive, ending here.
             last_id = self._sql.execute_sql("SELECT last_insert_rowid()").fetchone()[0]
             index_events_guarded(self._sql, session_id, appended, last_id - len(appended) + 1)
@@ -320,8 +357,25 @@ class EventStore:
         if through_seq is not None:
             sql += " AND seq <= ?"
             params.append(through_seq)
-        cursor = self._sql.execute_sql(sql + " ORDER BY seq", params)
-        return [decode_event(session_id, seq, kind, payload, at) for seq, kind, payload, at in cursor]
+        return self._decoded(session_id, self._sql.execute_sql(sql + " ORDER BY seq", params))
+
+    def iter_events(
+        self, session_id: str, after_seq: int = 0, *, batch: int = IMPORT_BATCH_EVENTS
+    ) -> Iterator[Event]:
+        """The session's history from `after_seq` (exclusive) as it stands when this is called, read
+        in batches of `batch` events: memory holds one batch, never the log (export, verify). Events
+        appended meanwhile are left out, so the result is one moment's history, like `events`."""
+        # The newest stored event, not the session's `last_seq`: `foya verify` reads every row,
+        # also those a damaged `last_seq` is behind.
+        row = self._sql.execute_sql(
+            "SELECT COALESCE(MAX(seq), 0) FROM event WHERE session_id = ?", (session_id,)
+        ).fetchone()
+        through = int(row[0])
+        cursor = after_seq
+        while cursor < through:
+            upto = min(cursor + batch, through)
+            yield from self.events(session_id, cursor, upto)
+            cursor = upto
 
     def events_before(self, session_id: str, before_seq: int | None, limit: int) -> list[Event]:
         """The newest `limit` events before `before_seq` (None: the end), in seq order: one indexed
@@ -332,7 +386,7 @@ class EventStore:
             sql += " AND seq < ?"
             params.append(before_seq)
         rows = self._sql.execute_sql(sql + " ORDER BY seq DESC LIMIT ?", [*params, limit]).fetchall()
-        return [decode_event(session_id, *row) for row in reversed(rows)]
+        return self._decoded(session_id, reversed(rows))
 
     def events_after(self, session_id: str, after_seq: int, limit: int) -> list[Event]:
         """The first `limit` events after `after_seq`, in seq order (one indexed range read)."""
@@ -341,7 +395,7 @@ class EventStore:
             "ORDER BY seq LIMIT ?",
             (session_id, after_seq, limit),
         ).fetchall()
-        return [decode_event(session_id, *row) for row in rows]
+        return self._decoded(session_id, rows)
 
     def events_of_kind(self, session_id: str, kind: EventKind) -> list[Event]:
         """Every event of one kind, in seq order (read on the kind index, not the whole log)."""
@@ -349,7 +403,39 @@ class EventStore:
             "SELECT seq, kind, payload, created_at FROM event WHERE session_id = ? AND kind = ? ORDER BY seq",
             (session_id, str(kind)),
         ).fetchall()
-        return [decode_event(session_id, *row) for row in rows]
+        return self._decoded(session_id, rows)
+
+    def events_of_kinds(
+        self, session_id: str, kinds: Iterable[EventKind], through_seq: int | None = None
+    ) -> list[Event]:
+        """Every event of some kinds up to `through_seq` (inclusive), in seq order: read on the kind
+        index, so the messages between them are never decoded."""
+        names = sorted(str(kind) for kind in kinds)
+        if not names:
+            return []
+        sql = (
+            "SELECT seq, kind, payload, created_at FROM event WHERE session_id = ? "
+            f"AND kind IN ({', '.join('?' * len(names))})"
+        )
+        params: list[Any] = [session_id, *names]
+        if through_seq is not None:
+            sql += " AND seq <= ?"
+            params.append(through_seq)
+        return self._decoded(session_id, self._sql.execute_sql(sql + " ORDER BY seq", params).fetchall())
+
+    def events_at(self, session_id: str, seqs: Iterable[int]) -> list[Event]:
+        """The events at these seqs (those that exist), in seq order: one indexed row each."""
+        wanted = sorted(set(seqs))
+        events: list[Event] = []
+        for start in range(0, len(wanted), 500):  # under SQLite's bound-parameter limit
+            chunk = wanted[start : start + 500]
+            rows = self._sql.execute_sql(
+                "SELECT seq, kind, payload, created_at FROM event WHERE session_id = ? "
+                f"AND seq IN ({', '.join('?' * len(chunk))}) ORDER BY seq",
+                [session_id, *chunk],
+            ).fetchall()
+            events += self._decoded(session_id, rows)
+        return events
 
     def event(self, session_id: str, seq: int) -> Event | None:
         """One event by seq (one indexed row, not the log after it)."""
@@ -357,7 +443,7 @@ class EventStore:
             "SELECT seq, kind, payload, created_at FROM event WHERE session_id = ? AND seq = ?",
             (session_id, seq),
         ).fetchone()
-        return decode_event(session_id, *row) if row is not None else None
+        return self._decoded(session_id, [row])[0] if row is not None else None
 
     def rewinds_after(self, session_id: str, seq: int) -> list[Event]:
         """The rewind events after a seq: all that can have invalidated it (SPEC H-4)."""
@@ -366,7 +452,7 @@ class EventStore:
             "ORDER BY seq",
             (session_id, seq, str(EventKind.REWIND)),
         ).fetchall()
-        return [decode_event(session_id, *row) for row in rows]
+        return self._decoded(session_id, rows)
 
     def last_event(self, session_id: str, kind: EventKind) -> Event | None:
         """The newest event of a kind (walks the log backwards on its index, not the whole log)."""
@@ -375,7 +461,7 @@ class EventStore:
             "ORDER BY seq DESC LIMIT 1",
             (session_id, str(kind)),
         ).fetchone()
-        return decode_event(session_id, *row) if row is not None else None
+        return self._decoded(session_id, [row])[0] if row is not None else None
 
     def search(
         self,
