@@ -61,6 +61,7 @@ from foya_tui.runtime.store.sessions import SessionStats
 from foya_tui.runtime.text import terminal_safe
 from foya_tui.runtime.tools import default_registry
 from foya_tui.runtime.tools.approval import ApprovalPolicy, Approver
+from foya_tui.runtime.tools.registry import ToolRegistry
 from foya_tui.runtime.transcripts import Transcript, open_transcript, parse_transcript
 from foya_tui.runtime.view.checkpoint import Phase
 from foya_tui.runtime.view.history import rewound, valid_events
@@ -138,6 +139,19 @@ class DeletedSession:
     events: int
 
 
+@dataclass(frozen=True)
+class RuntimeParts:
+    """The Runtime's collaborators, for tests and benches that check them white-box. The faces
+    (the UI and the CLI) use Runtime's methods only; tests/test_static_checks.py holds them to it."""
+
+    store: EventStore
+    compaction_store: CompactionStore
+    checkpoints: CheckpointReader
+    registry: ToolRegistry
+    compiler: ContextCompiler
+    compaction: CompactionService
+
+
 class Runtime:
     """One open database plus the configured routes; creates and resumes sessions."""
 
@@ -163,9 +177,9 @@ class Runtime:
         self.paths = paths
         self.workdir = (workdir or Path.cwd()).resolve()
         self._database = open_database(paths.database, migration_progress, read_only=read_only)
-        self.store = EventStore(self._database, clock=clock)
-        self.compaction_store = CompactionStore(self._database, self.store)
-        self.checkpoints = CheckpointReader(self.store, self.compaction_store)
+        self._store = EventStore(self._database, clock=clock)
+        self._compaction_store = CompactionStore(self._database, self._store)
+        self._checkpoints = CheckpointReader(self._store, self._compaction_store)
         # Pre-flight belongs to the real provider path: a client given by the caller (tests, a
         # scripted provider) decides for itself what it can send.
         self._checks_routes = client is None
@@ -174,29 +188,41 @@ class Runtime:
 
             client = LiteLLMClient(settings)
         self._client = client
-        self.registry = default_registry()
+        self._registry = default_registry()
         self.approval_mode = approval_mode or settings.approval_mode
         self._opened_sessions: weakref.WeakSet[Session] = weakref.WeakSet()
         self.approver = approver
-        self.compiler = ContextCompiler(
-            self.store,
+        self._compiler = ContextCompiler(
+            self._store,
             settings,
             workdir=self.workdir,
             clock=clock,
             config_dir=paths.config_dir,
-            registry=self.registry,
-            checkpoints=self.checkpoints,
+            registry=self._registry,
+            checkpoints=self._checkpoints,
         )
         # The mode the system prompt states is the one tools are held to (`--approval` included).
-        self.compiler.approval_mode = self.approval_mode
-        self.compaction = CompactionService(
-            events=self.store,
-            compaction=self.compaction_store,
-            compiler=self.compiler,
+        self._compiler.approval_mode = self.approval_mode
+        self._compaction = CompactionService(
+            events=self._store,
+            compaction=self._compaction_store,
+            compiler=self._compiler,
             compactor=TextCompactor(client, settings.compaction.summary_max_tokens),
             settings=settings.compaction,
             native=ProviderNativeCompactor(client, settings.compaction.summary_max_tokens),
             summary_routes=self.summary_routes,
+        )
+
+    @property
+    def parts(self) -> RuntimeParts:
+        """The collaborators (see RuntimeParts): never for the faces."""
+        return RuntimeParts(
+            self._store,
+            self._compaction_store,
+            self._checkpoints,
+            self._registry,
+            self._compiler,
+            self._compaction,
         )
 
     def close(self) -> None:
@@ -244,7 +270,7 @@ class Runtime:
     def routes(self, session_id: str | None = None) -> list[RouteOption]:
         """Every route the switcher offers: the default, each configured model, the simulator's."""
         models = [self.settings.model, *self.settings.models, *simulator_models()]
-        measured = self.compiler.measured_routes(session_id) if session_id else frozenset()
+        measured = self._compiler.measured_routes(session_id) if session_id else frozenset()
         options: dict[str, RouteOption] = {}
         for model in models:
             route = self.route_for(model)
@@ -263,7 +289,7 @@ class Runtime:
         if mode not in APPROVAL_MODES:
             raise InputError(f"the approval mode must be one of {', '.join(APPROVAL_MODES)}, not {mode!r}")
         self.approval_mode = mode
-        self.compiler.approval_mode = mode
+        self._compiler.approval_mode = mode
         for session in self._opened_sessions:
             session.set_approval_mode(mode)
 
@@ -271,13 +297,13 @@ class Runtime:
 
     def _session(self, info: SessionInfo, route: Route | None) -> Session:
         session = Session(
-            self.store,
+            self._store,
             info,
             route or self.route_for(),
             self._client,
-            self.compiler,
+            self._compiler,
             tools=ToolRuntime(
-                registry=self.registry,
+                registry=self._registry,
                 approval=ApprovalPolicy(self.approval_mode, self.approver),
                 workdir=self.workdir,
                 shell_timeout=self.settings.tools.shell_timeout,
@@ -285,7 +311,7 @@ class Runtime:
                 max_steps=self.settings.tools.max_steps,
             ),
             retry=RetryPolicy(self.settings.max_retries, self.settings.retry_backoff),
-            compaction=self.compaction,
+            compaction=self._compaction,
             preflight=self.check_route,
         )
         self._opened_sessions.add(session)  # a later approval-mode change reaches it
@@ -295,17 +321,17 @@ class Runtime:
         """Create a session on `route`; raises RouteError first, creating nothing, when the route
         cannot be sent."""
         self.check_route(route or self.route_for())
-        info = self.store.create_session(workspace=str(self.workdir))
+        info = self._store.create_session(workspace=str(self.workdir))
         return self._session(info, route)
 
     def open_session(self, id_or_prefix: str, route: Route | None = None) -> Session:
         """Resume a session by id or unique prefix (raises UnknownSessionError). Without a route,
         the session continues on the model of its last reply (a switch survives a restart)."""
-        info = self.store.find_session(id_or_prefix)
+        info = self._store.find_session(id_or_prefix)
         return self._session(info, route or self._last_route(info.id))
 
     def _last_route(self, session_id: str) -> Route | None:
-        reply = self.store.last_event(session_id, EventKind.ASSISTANT_MESSAGE)
+        reply = self._store.last_event(session_id, EventKind.ASSISTANT_MESSAGE)
         model = reply.payload.get("model") if reply is not None else None
         if not isinstance(model, str) or not model:
             return None
@@ -316,7 +342,7 @@ class Runtime:
 
     def find_session(self, id_or_prefix: str) -> SessionInfo:
         """The session a full id or unique prefix names (raises UnknownSessionError)."""
-        return self.store.find_session(id_or_prefix)
+        return self._store.find_session(id_or_prefix)
 
     @staticmethod
     def database_fault(exc: BaseException) -> FoyaError | None:
@@ -329,12 +355,12 @@ class Runtime:
         return claim_session(self.paths.database, session_id)
 
     def list_sessions(self, limit: int | None = None) -> list[SessionInfo]:
-        return self.store.list_sessions(limit)
+        return self._store.list_sessions(limit)
 
     def session_overviews(self) -> list[SessionOverview]:
         """Every session, newest first, with its counts, size, model and fork origin (the browser)."""
-        sessions = self.store.list_sessions()
-        stats = self.store.session_stats()
+        sessions = self._store.list_sessions()
+        stats = self._store.session_stats()
         ids = {info.id for info in sessions}
         listed = []
         for info in sessions:
@@ -347,20 +373,20 @@ class Runtime:
     def rename_session(self, id_or_prefix: str, title: str) -> SessionInfo:
         """Give a session a new title: one line, control characters removed (raises InputError for
         an empty one, UnknownSessionError for an unknown session)."""
-        info = self.store.find_session(id_or_prefix)
+        info = self._store.find_session(id_or_prefix)
         cleaned = " ".join(terminal_safe(title).split())
         if not cleaned:
             raise InputError("a session title cannot be empty")
-        self.store.set_title(info.id, cleaned[:TITLE_MAX])
-        return self.store.get_session(info.id)
+        self._store.set_title(info.id, cleaned[:TITLE_MAX])
+        return self._store.get_session(info.id)
 
     def delete_session(self, id_or_prefix: str) -> DeletedSession:
         """Delete a session whole: its events, checkpoints, artifacts, search index rows and every
         other row kept for it, in one transaction, then its lease file. Raises SessionBusy (nothing
         deleted) while another live Foya is writing it; other sessions are not touched."""
-        info = self.store.find_session(id_or_prefix)
+        info = self._store.find_session(id_or_prefix)
         with self.claim(info.id):
-            events = self.store.delete_session(info.id)
+            events = self._store.delete_session(info.id)
             # The lease file goes while the lease is held: a writer that waits for it finds the
             # session gone (UnknownSessionError), never a half-deleted one.
             lock_path(self.paths.database, info.id).unlink(missing_ok=True)
@@ -368,19 +394,19 @@ class Runtime:
 
     def fork_origin(self, session_id: str) -> SessionInfo | None:
         """The session `session_id` was forked from, or None (no fork, or its origin was deleted)."""
-        origin = fork_origin(self.store.get_session(session_id))
+        origin = fork_origin(self._store.get_session(session_id))
         if origin is None:
             return None
         try:
-            return self.store.get_session(origin)
+            return self._store.get_session(origin)
         except UnknownSessionError:
             return None
 
     def fork(self, id_or_prefix: str, at_seq: int | None = None) -> ForkedSession:
         """Create a session from a session's valid messages through `at_seq` (None: all of them);
         the source is not changed (raises ForkError, or UnknownSessionError)."""
-        source = self.store.find_session(id_or_prefix)
-        info = fork_session(self.store, source.id, at_seq)
+        source = self._store.find_session(id_or_prefix)
+        info = fork_session(self._store, source.id, at_seq)
         # fork_session records where it cut (the end, when no seq was given) in the fork's metadata.
         return ForkedSession(info, source.id, info.metadata["forked_from"]["seq"])
 
@@ -396,7 +422,7 @@ class Runtime:
         appears only once complete; `progress` hears (messages written, messages in all),
         `index_progress` (messages indexed, messages in all)."""
         transcript = parse_transcript(data, source, max_bytes=self.settings.import_max_bytes)
-        return self.store.create_session_in_batches(
+        return self._store.create_session_in_batches(
             title=transcript.title,
             workspace=str(self.workdir),
             events=transcript.events,
@@ -420,7 +446,7 @@ class Runtime:
             total = len(transcript.events)
         else:
             events, total = transcript.events(), transcript.count
-        return self.store.create_session_in_batches(
+        return self._store.create_session_in_batches(
             title=transcript.title,
             workspace=str(self.workdir),
             events=events,
@@ -437,37 +463,37 @@ class Runtime:
     def events(self, session_id: str, *, after_seq: int = 0, through_seq: int | None = None) -> list[Event]:
         """A session's canonical history in seq order, rewound and unreadable events included
         (from `after_seq`, exclusive, up to `through_seq`, inclusive)."""
-        return self.store.events(session_id, after_seq, through_seq)
+        return self._store.events(session_id, after_seq, through_seq)
 
     def history_before(
         self, session_id: str, before_seq: int | None = None, *, events: int = PAGE_EVENTS
     ) -> HistoryPage:
         """The newest page of valid history before `before_seq` (None: the newest of all), whole
         message groups only: what the conversation view loads on open and when scrolled up."""
-        return page_before(self.store, session_id, before_seq, events=events)
+        return page_before(self._store, session_id, before_seq, events=events)
 
     def history_after(self, session_id: str, after_seq: int, *, events: int = PAGE_EVENTS) -> HistoryPage:
         """The oldest page of valid history after `after_seq` (0: the first page), whole message
         groups only: what the conversation view loads when scrolled back down."""
-        return page_after(self.store, session_id, after_seq, events=events)
+        return page_after(self._store, session_id, after_seq, events=events)
 
     def events_of_kind(self, session_id: str, kind: EventKind) -> list[Event]:
         """Every stored event of one kind, rewound ones included, in seq order (read on the kind
         index: the meter's usage records, say, without the rest of the log)."""
-        return self.store.events_of_kind(session_id, kind)
+        return self._store.events_of_kind(session_id, kind)
 
     def event(self, session_id: str, seq: int) -> Event | None:
         """One event of a session's canonical history by seq, or None (reads one row)."""
-        return self.store.event(session_id, seq)
+        return self._store.event(session_id, seq)
 
     def last_seq(self, session_id: str) -> int:
         """The seq of a session's newest event (0 before the first; raises UnknownSessionError)."""
-        return self.store.last_seq(session_id)
+        return self._store.last_seq(session_id)
 
     def message_text(self, session_id: str, seq: int) -> MessageText:
         """The full text of the message at `seq` (raises LookupError when that seq is not a readable
         message: missing, unreadable, or an event that is not a message)."""
-        event = self.store.event(session_id, seq)
+        event = self._store.event(session_id, seq)
         body = message_body(str(event.kind), event.payload) if event is not None else None
         if event is None or event.problem is not None or body is None:
             raise LookupError(f"Seq {seq} is not a readable message of this session's history.")
@@ -480,8 +506,8 @@ class Runtime:
         hold many thousands)."""
         # Only the range is read: rewinds inside it apply through valid_events, and a later
         # rewind can only have invalidated it by going back before its events (SPEC H-4).
-        later = self.store.rewinds_after(session_id, segment.through_seq)
-        in_range = self.store.events(session_id, segment.from_seq - 1, segment.through_seq)
+        later = self._store.rewinds_after(session_id, segment.through_seq)
+        in_range = self._store.events(session_id, segment.from_seq - 1, segment.through_seq)
         kept: list[RecallHit] = []
         total = 0
         for event in valid_events(in_range):
@@ -514,7 +540,7 @@ class Runtime:
         )
         if isinstance(proposed, CompactionResult):
             return proposed
-        return self.compaction.commit(proposed, progress=progress)
+        return self._compaction.commit(proposed, progress=progress)
 
     def propose_compaction(
         self,
@@ -527,7 +553,7 @@ class Runtime:
     ) -> Proposal | CompactionResult:
         """A validated standalone candidate to show before committing it (the TUI asks to accept)."""
         session = self.open_session(id_or_prefix, route)
-        return self.compaction.propose(
+        return self._compaction.propose(
             session.id,
             session.route,
             Trigger.MANUAL,
@@ -551,42 +577,42 @@ class Runtime:
 
     def commit_compaction(self, proposal: Proposal) -> CompactionResult:
         """Commit a proposal the user accepted (it is refused if history moved on meanwhile)."""
-        return self.compaction.commit(proposal)
+        return self._compaction.commit(proposal)
 
     def decline_compaction(self, proposal: Proposal) -> CompactionResult:
-        return self.compaction.decline(proposal)
+        return self._compaction.decline(proposal)
 
     def undo_compaction(self, id_or_prefix: str) -> tuple[str, str | None]:
         """Make the previous checkpoint (or none) current by a new event (raises CompactionError)."""
-        return self.compaction.undo(self.store.find_session(id_or_prefix).id)
+        return self._compaction.undo(self._store.find_session(id_or_prefix).id)
 
     def rewind(self, id_or_prefix: str, to_seq: int) -> int:
         """Rewind a session's valid history to `to_seq` (raises RewindError); returns the event seq."""
         return self.open_session(id_or_prefix).rewind(to_seq)
 
     def inspect(self, id_or_prefix: str) -> InspectReport:
-        info = self.store.find_session(id_or_prefix)
+        info = self._store.find_session(id_or_prefix)
         return inspect_session(
-            info.id, self.store, self.compaction_store, self.checkpoints, self.compaction.breaker(info.id)
+            info.id, self._store, self._compaction_store, self._checkpoints, self._compaction.breaker(info.id)
         )
 
     def verify(self, id_or_prefix: str) -> VerifyReport:
         """Re-validate a session: events and checkpoints (SPEC P-2), and the store under them: the
         search index, the immutability triggers, `last_seq`, the running digests recomputed from
         the events' bytes, and the persisted token counts recounted."""
-        info = self.store.find_session(id_or_prefix)
+        info = self._store.find_session(id_or_prefix)
         report = verify_session(
             info.id,
-            self.store,
-            self.compaction_store,
-            self.checkpoints,
+            self._store,
+            self._compaction_store,
+            self._checkpoints,
             self.settings.compaction.max_fingerprints,
         )
         store = check_store(self._database, info.id)
         counts = [
             f"token counts ({key.partition('/')[0]}): {len(seqs):,} stored count(s) differ from a fresh "
             f"count (first at seq {seqs[0]}); the meter and compaction read them"
-            for key, seqs in wrong_token_counts(self.store, info.id, self.settings.tools).items()
+            for key, seqs in wrong_token_counts(self._store, info.id, self.settings.tools).items()
         ]
         return replace(report, problems=(*report.problems, *store.problems, *counts))
 
@@ -595,10 +621,10 @@ class Runtime:
         search index, recreate missing triggers, move a `last_seq` behind its events up, rewrite
         running digests from the events' bytes, delete wrong token counts. Returns one sentence per
         action taken."""
-        info = self.store.find_session(id_or_prefix)
+        info = self._store.find_session(id_or_prefix)
         done = repair_store(self._database, check_store(self._database, info.id), progress, info.id)
-        for key, seqs in wrong_token_counts(self.store, info.id, self.settings.tools).items():
-            self.store.drop_token_counts(info.id, key, seqs)
+        for key, seqs in wrong_token_counts(self._store, info.id, self.settings.tools).items():
+            self._store.drop_token_counts(info.id, key, seqs)
             tokenizer = key.partition("/")[0]
             done += (f"deleted {len(seqs):,} wrong token count(s) ({tokenizer}); they are counted again",)
         return done
@@ -612,12 +638,12 @@ class Runtime:
     def search(self, id_or_prefix: str, query: str, *, limit: int = 50) -> list[RecallHit]:
         """Events of a session's valid history matching `query`, newest first, each with the
         checkpoint segment that summarises it (raises SearchError for a query that cannot run)."""
-        info = self.store.find_session(id_or_prefix)
-        return search_session(info.id, query, self.store, self.checkpoints, limit=limit)
+        info = self._store.find_session(id_or_prefix)
+        return search_session(info.id, query, self._store, self._checkpoints, limit=limit)
 
     def preview_context(self, route: Route | None = None) -> RequestView:
         """What a new conversation's first request would carry before any message (for the meter)."""
-        return self.compiler.preview(route or self.route_for())
+        return self._compiler.preview(route or self.route_for())
 
     def context(self, id_or_prefix: str, route: Route | None = None) -> RequestView:
         """Compile a session's next request without sending it."""
@@ -625,13 +651,13 @@ class Runtime:
 
     def export_markdown(self, id_or_prefix: str) -> str:
         """A session's valid history as a readable Markdown transcript (runtime/markdown.py)."""
-        info = self.store.find_session(id_or_prefix)
-        return session_markdown(info, self.store.events(info.id), exported_at=self.store.timestamp())
+        info = self._store.find_session(id_or_prefix)
+        return session_markdown(info, self._store.events(info.id), exported_at=self._store.timestamp())
 
     def write_markdown(self, id_or_prefix: str, folder: Path | None = None) -> Path:
         """Write the Markdown transcript to a new file in `folder` (default: the working directory),
         `foya-<id>.md` (`-2`, `-3`… when taken: nothing is overwritten); returns its path."""
-        info = self.store.find_session(id_or_prefix)
+        info = self._store.find_session(id_or_prefix)
         text = self.export_markdown(info.id)
         folder = folder or self.workdir
         for number in range(1, 1000):
@@ -656,8 +682,8 @@ class Runtime:
         if projection:
             yield from self.context(id_or_prefix, route).messages
             return
-        info = self.store.find_session(id_or_prefix)
-        for event in self.store.iter_events(info.id):  # in batches: memory holds one, not history
+        info = self._store.find_session(id_or_prefix)
+        for event in self._store.iter_events(info.id):  # in batches: memory holds one, not history
             yield event.to_export()
 
 

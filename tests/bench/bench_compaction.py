@@ -210,17 +210,17 @@ def local_cost(size: int, rounds: int, folder: Path) -> dict[str, float]:
     timings: dict[str, float] = {}
     with Runtime(settings, paths, workdir=folder, clock=lambda: NOW) as runtime:
         session_id = runtime.import_transcript(data, "bench.json").id
-        timings["events"] = runtime.store.last_seq(session_id)
+        timings["events"] = runtime.parts.store.last_seq(session_id)
         route = runtime.route_for()
         counter_for_model(route.model).count("load the tokenizer before timing")
         service = CompactionService(
-            events=runtime.store,
-            compaction=runtime.compaction_store,
-            compiler=runtime.compiler,
+            events=runtime.parts.store,
+            compaction=runtime.parts.compaction_store,
+            compiler=runtime.parts.compiler,
             compactor=InstantCompactor(),
             settings=settings.compaction,
         )
-        compiler = runtime.compiler
+        compiler = runtime.parts.compiler
 
         def plan() -> Plan:
             snapshot = compiler.snapshot(session_id)
@@ -239,7 +239,7 @@ def local_cost(size: int, rounds: int, folder: Path) -> dict[str, float]:
         planned = plan()
         timings["cold plan"] = time.perf_counter() - started
         timings["plan"] = median_time(plan, rounds)
-        store = runtime.compaction_store
+        store = runtime.parts.compaction_store
         timings["digest"] = median_time(lambda: store.source_digest(session_id, planned.through_seq), rounds)
 
         started = time.perf_counter()
@@ -288,7 +288,7 @@ def local_cost(size: int, rounds: int, folder: Path) -> dict[str, float]:
         timings["requests"] = result.requests
 
         def reread() -> None:
-            state = CheckpointReader(runtime.store, store).state(session_id)
+            state = CheckpointReader(runtime.parts.store, store).state(session_id)
             assert state.current is not None and state.current.id == candidate.id and not state.notices
 
         timings["reread"] = median_time(reread, rounds)
@@ -333,7 +333,7 @@ def simulator_run(model: str, data: bytes, folder: Path) -> dict[str, Any]:
         Settings(retry_backoff=0.0, model=model), paths, workdir=folder, clock=lambda: NOW
     ) as runtime:
         session_id = runtime.import_transcript(data, "long.json").id
-        imported = runtime.store.last_seq(session_id)
+        imported = runtime.parts.store.last_seq(session_id)
         started = time.perf_counter()
         result = runtime.compact(session_id)
         seconds = time.perf_counter() - started
@@ -353,7 +353,7 @@ def simulator_run(model: str, data: bytes, folder: Path) -> dict[str, Any]:
             "events": imported,
             "intact": None
             if checkpoint is None
-            else groups_intact(runtime.store.events(session_id), boundaries)
+            else groups_intact(runtime.parts.store.events(session_id), boundaries)
             and projection_well_formed(list(view.messages)),
             "seconds": seconds,
             "verify": runtime.verify(session_id).ok,

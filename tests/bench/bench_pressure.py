@@ -133,15 +133,15 @@ def bench_candidates(sizes: list[int], rounds: int) -> None:
                             {"tool_call_id": f"c{n}", "name": "read_file", "content": content},
                         )
                     )
-                runtime.store.append(session.id, batch)
+                runtime.parts.store.append(session.id, batch)
                 session.context()  # the compiler's first read of the session is not counted here
                 started = time.perf_counter()
-                candidates = runtime.compiler.snip_candidates(session.id, session.route)
+                candidates = runtime.parts.compiler.snip_candidates(session.id, session.route)
                 first = time.perf_counter() - started
                 warm = []
                 for _ in range(rounds):
                     started = time.perf_counter()
-                    runtime.compiler.snip_candidates(session.id, session.route)
+                    runtime.parts.compiler.snip_candidates(session.id, session.route)
                     warm.append(time.perf_counter() - started)
                 print(
                     f"  {turns:>7,} tool turns: first {first * 1000:8.1f} ms, warm "

@@ -78,7 +78,7 @@ def run_fit(root: Path, calls: int) -> FitRun:
             session = runtime.new_session()
             tally = ScenarioTally()
             tally.run(session, REQUEST)
-            events = runtime.store.events(session.id)
+            events = runtime.parts.store.events(session.id)
         chats = [r for r in server.chat_requests if not r.compaction]
         usage = [e.payload for e in events if e.kind is EventKind.PROVIDER_USAGE]
         over, share, last_output = 0, 0.0, None

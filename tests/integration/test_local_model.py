@@ -59,7 +59,7 @@ def test_a_streamed_turn_is_stored_or_named(local_server: LocalServer, tmp_path:
         session = rt.new_session()
         updates = list(session.send("Write one short sentence about rivers."))
         last = updates[-1]
-        kinds = [e.kind for e in rt.store.events(session.id)]
+        kinds = [e.kind for e in rt.parts.store.events(session.id)]
         if isinstance(last, TurnFinished):
             assert last.text.strip() and EventKind.ASSISTANT_MESSAGE in kinds
         else:  # never a silent empty reply
@@ -86,11 +86,13 @@ def test_summaries_calibrate_the_route_and_the_estimate_lands_within_15_percent(
         # for the tool definitions (this template drops them: nothing).
         list(rt.open_session(session_id).send("What did the notes say?"))
         charges = [
-            e.payload["tool_charge"] for e in rt.store.events(session_id) if "tool_charge" in e.payload
+            e.payload["tool_charge"] for e in rt.parts.store.events(session_id) if "tool_charge" in e.payload
         ]
         assert len(charges) == 1 and charges[0]["real"] is not None, charges
         # This server sends no usage on streams: summaries (non-streamed) are what calibrates.
-        result = rt.compaction.compact(session_id, rt.route_for(), Trigger.BUDGET, phase=Phase.STANDALONE)
+        result = rt.parts.compaction.compact(
+            session_id, rt.route_for(), Trigger.BUDGET, phase=Phase.STANDALONE
+        )
         assert result.requests >= 1
         reason = rt.context(session_id).estimate.reason
         assert "calibrated on" in reason and "tool definitions measured" in reason, reason
@@ -126,7 +128,7 @@ def test_a_real_streamed_overflow_is_classified_and_recovered_once(
             assert isinstance(last, TurnFinished)
         assert all(
             e.kind is not EventKind.ASSISTANT_MESSAGE or e.payload.get("text")
-            for e in rt.store.events(session_id)
+            for e in rt.parts.store.events(session_id)
         )
 
 
@@ -144,7 +146,9 @@ def test_a_compaction_validates_or_falls_back_and_the_projection_fits(
         # One turn first: the probe learns that this server does not see the tool definitions, which
         # otherwise take most of a 2,048 window in the estimate.
         list(rt.open_session(session_id).send("continue"))
-        result = rt.compaction.compact(session_id, rt.route_for(), Trigger.BUDGET, phase=Phase.STANDALONE)
+        result = rt.parts.compaction.compact(
+            session_id, rt.route_for(), Trigger.BUDGET, phase=Phase.STANDALONE
+        )
         assert result.outcome is Outcome.ACCEPTED, result.reason
         assert result.producer in ("llm", "repaired", "fallback")
         view = rt.context(session_id)
@@ -177,7 +181,7 @@ def test_tool_call_history_continues_and_offered_tools_run(
         # Whatever calls the model made ran, and each has its recorded result.
         started = [u for u in updates if isinstance(u, ToolCallFinished)]
         # The imported result is an imported message with the tool role; a call made now, a tool result.
-        events = rt.store.events(session_id)
+        events = rt.parts.store.events(session_id)
         imported = [e for e in events if e.kind is EventKind.IMPORTED_MESSAGE and e.payload["role"] == "tool"]
         results = [e for e in events if e.kind is EventKind.TOOL_RESULT]
         assert len(imported) == 1 and len(results) == len(started)

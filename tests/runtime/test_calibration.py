@@ -57,7 +57,9 @@ def test_a_finer_tokenizer_is_learned_and_the_estimate_lands_within_15_percent(
         session_id = session.id
         # Rewind to the first reply: history was rewritten, so the next figure is a full local
         # estimate (SPEC B-7), calibrated by what the three requests taught.
-        reply_seq = next(e.seq for e in rt.store.events(session_id) if e.kind is EventKind.ASSISTANT_MESSAGE)
+        reply_seq = next(
+            e.seq for e in rt.parts.store.events(session_id) if e.kind is EventKind.ASSISTANT_MESSAGE
+        )
         session.rewind(reply_seq)
     # A restart: the factor comes back from the usage records in the event log.
     with open_runtime(tmp_path, workdir, fake_openai.base_url) as rt:
@@ -93,7 +95,7 @@ def test_deltas_are_calibrated_and_other_routes_learn_nothing(
         session_id = session.id
         assert "calibrated" not in rt.context(session_id, other).estimate.reason
         # A pending message is estimated on top of the measurement, through the factor.
-        rt.store.append(session_id, [NewEvent(EventKind.USER_MESSAGE, {"text": PROMPTS[2]})])
+        rt.parts.store.append(session_id, [NewEvent(EventKind.USER_MESSAGE, {"text": PROMPTS[2]})])
         grown = rt.context(session_id).estimate
         assert grown.source is EstimateSource.MEASURED_PLUS_ESTIMATE
         assert grown.reason.endswith("(calibrated on 2 requests)")
@@ -164,7 +166,7 @@ def test_tool_definitions_a_server_drops_are_learned_and_no_longer_counted(
             assert isinstance(list(session.send(prompt))[-1], TurnFinished)
         assert len(probes(fake_openai)) == 2  # once, with and without the tools: not every turn
         (charge,) = [
-            e.payload["tool_charge"] for e in rt.store.events(session.id) if "tool_charge" in e.payload
+            e.payload["tool_charge"] for e in rt.parts.store.events(session.id) if "tool_charge" in e.payload
         ]
         assert charge["real"] == 0 and charge["local"] == before.layers.tool_schema
         session_id = session.id
@@ -193,7 +195,7 @@ def test_a_server_that_counts_the_tools_keeps_them_counted(
         session = rt.new_session()
         list(session.send(PROMPTS[0]))
         (charge,) = [
-            e.payload["tool_charge"] for e in rt.store.events(session.id) if "tool_charge" in e.payload
+            e.payload["tool_charge"] for e in rt.parts.store.events(session.id) if "tool_charge" in e.payload
         ]
         assert charge["real"] > charge["local"] * 0.5
         view = session.context()
@@ -215,7 +217,7 @@ def test_no_probe_when_streams_report_usage_or_the_server_reports_none(
         # No usage anywhere: one attempt (recorded as not measured), never again this session.
         assert len(probes(fake_openai)) == 1
         (charge,) = [
-            e.payload["tool_charge"] for e in rt.store.events(session.id) if "tool_charge" in e.payload
+            e.payload["tool_charge"] for e in rt.parts.store.events(session.id) if "tool_charge" in e.payload
         ]
         assert charge["real"] is None
         assert "tool definitions" not in session.context().estimate.reason

@@ -36,12 +36,12 @@ TURNS = 40
 def fresh(runtime: Runtime, workdir: Path) -> ContextCompiler:
     """A compiler as a new process builds it: no index yet, the same store and checkpoint reader."""
     return ContextCompiler(
-        runtime.store,
+        runtime.parts.store,
         runtime.settings,
         workdir=workdir,
         clock=lambda: FIXED_NOW,
-        registry=runtime.registry,
-        checkpoints=runtime.checkpoints,
+        registry=runtime.parts.registry,
+        checkpoints=runtime.parts.checkpoints,
     )
 
 
@@ -74,16 +74,16 @@ def same_request(cold: RequestView, warm: RequestView) -> None:
 
 def decoded_by(runtime: Runtime, work: Callable[[], T]) -> tuple[T, int]:
     """What `work` returns, and how many event rows the runtime's store decoded meanwhile."""
-    before = runtime.store.events_decoded
+    before = runtime.parts.store.events_decoded
     value = work()
-    return value, runtime.store.events_decoded - before
+    return value, runtime.parts.store.events_decoded - before
 
 
 def test_a_cold_compile_reads_only_what_follows_the_checkpoint(runtime: Runtime, workdir: Path) -> None:
     session_id, checkpoint = compacted(runtime)
     session = runtime.open_session(session_id)
     warm = session.context()  # this runtime's index read all of history before the compaction
-    total = runtime.store.last_seq(session_id)
+    total = runtime.parts.store.last_seq(session_id)
     after = total - checkpoint.through_seq
     cold, read = decoded_by(runtime, lambda: fresh(runtime, workdir).compile(session_id, session.route))
     same_request(cold, warm)
@@ -93,8 +93,9 @@ def test_a_cold_compile_reads_only_what_follows_the_checkpoint(runtime: Runtime,
     assert read <= after + 32 + 2, (read, after)
     assert checkpoint.through_seq > 4 * 32
     # The same index built over everything decodes the whole log (the count can fail).
+    parts = runtime.parts
     _, everything = decoded_by(runtime, lambda: ContextCompiler(
-        runtime.store, runtime.settings, workdir=workdir, clock=lambda: FIXED_NOW, registry=runtime.registry
+        parts.store, runtime.settings, workdir=workdir, clock=lambda: FIXED_NOW, registry=parts.registry
     ).compile(session_id, session.route))  # fmt: skip
     assert everything >= total
 
@@ -107,25 +108,25 @@ def test_consumers_inherit_the_short_read(runtime: Runtime, workdir: Path, tmp_p
     # A second process's Runtime over the same files: `foya context` and the meter's report.
     with Runtime(runtime.settings, runtime.paths, workdir=workdir, clock=lambda: FIXED_NOW) as other:
         view = other.context(session_id)
-        assert other.store.events_decoded < covered // 2, (other.store.events_decoded, covered)
+        assert other.parts.store.events_decoded < covered // 2, (other.parts.store.events_decoded, covered)
         same_request(view, warm)
         assert view.report() == warm.report()
     # `foya export --projection`, in a process of its own.
     with Runtime(runtime.settings, runtime.paths, workdir=workdir, clock=lambda: FIXED_NOW) as other:
         projection = list(other.export(session_id, projection=True))
         assert projection == list(warm.messages)
-        assert other.store.events_decoded < covered // 2
+        assert other.parts.store.events_decoded < covered // 2
 
 
 def test_a_mid_turn_checkpoint_reads_back_to_its_anchor_only(runtime: Runtime, workdir: Path) -> None:
     """A checkpoint that covers the head anchor (mid-turn, SPEC C-3): the anchor is re-inserted
     verbatim, so the index reads back to it, and no further."""
     session_id, _ = compacted(runtime, later_turns=0, turns=2 * ANCHOR_BATCH // 4 + TURNS)
-    runtime.store.append(session_id, [NewEvent(EventKind.USER_MESSAGE, {"text": "one long request"})])
-    anchor = runtime.store.last_seq(session_id)
+    runtime.parts.store.append(session_id, [NewEvent(EventKind.USER_MESSAGE, {"text": "one long request"})])
+    anchor = runtime.parts.store.last_seq(session_id)
     for step in range(8):
         call = {"id": f"step_{step}", "name": "read_file", "arguments": json.dumps({"path": f"s{step}.py"})}
-        runtime.store.append(
+        runtime.parts.store.append(
             session_id,
             [
                 NewEvent(EventKind.ASSISTANT_MESSAGE, {"text": "", "tool_calls": [call]}),
@@ -136,10 +137,10 @@ def test_a_mid_turn_checkpoint_reads_back_to_its_anchor_only(runtime: Runtime, w
             ],
         )
     session = runtime.open_session(session_id)
-    result = runtime.compaction.compact(session_id, session.route, Trigger.MANUAL, phase=Phase.MID_TURN)
+    result = runtime.parts.compaction.compact(session_id, session.route, Trigger.MANUAL, phase=Phase.MID_TURN)
     assert result.outcome is Outcome.ACCEPTED, result.reason
     assert result.checkpoint is not None and result.checkpoint.through_seq > anchor
-    runtime.store.append(session_id, [NewEvent(EventKind.ASSISTANT_MESSAGE, {"text": "done"})])
+    runtime.parts.store.append(session_id, [NewEvent(EventKind.ASSISTANT_MESSAGE, {"text": "done"})])
     warm = session.context()
     cold, read = decoded_by(runtime, lambda: fresh(runtime, workdir).compile(session_id, session.route))
     same_request(cold, warm)
@@ -153,11 +154,11 @@ def test_snips_over_covered_results_keep_their_notices(runtime: Runtime, workdir
     """A snip naming a covered result is never in the view; one naming a wrong covered seq still
     says so (SPEC K-2), exactly as an index over all of history does."""
     session_id, checkpoint = compacted(runtime)
-    events = runtime.store.events(session_id, through_seq=checkpoint.through_seq)
+    events = runtime.parts.store.events(session_id, through_seq=checkpoint.through_seq)
     result = next(event.seq for event in events if event.kind is EventKind.IMPORTED_MESSAGE
                   and event.payload.get("role") == "tool")  # fmt: skip
     user = next(event.seq for event in events if event.payload.get("role") == "user")
-    runtime.store.append(
+    runtime.parts.store.append(
         session_id, [NewEvent(EventKind.CONTEXT_SNIPPED, {"seqs": [result, user], "reason": "k3"})]
     )
     session = runtime.open_session(session_id)
@@ -178,16 +179,20 @@ def test_an_undo_and_a_rewind_into_the_covered_prefix_read_it_again(runtime: Run
     undone = compiler.compile(session_id, session.route)
     assert undone.checkpoint is None
     whole = ContextCompiler(
-        runtime.store, runtime.settings, workdir=workdir, clock=lambda: FIXED_NOW, registry=runtime.registry
+        runtime.parts.store,
+        runtime.settings,
+        workdir=workdir,
+        clock=lambda: FIXED_NOW,
+        registry=runtime.parts.registry,
     ).compile(session_id, session.route)
     assert undone.messages == whole.messages and undone.layers == whole.layers
     # A rewind into the middle of a covered tool group is refused, as with all history read.
     redone_id, redone = compacted(runtime)
-    events = runtime.store.events(redone_id, through_seq=redone.through_seq)
+    events = runtime.parts.store.events(redone_id, through_seq=redone.through_seq)
     call = next(e.seq for e in events if e.payload.get("tool_calls"))
     with Runtime(runtime.settings, runtime.paths, workdir=workdir, clock=lambda: FIXED_NOW) as other:
         other.context(redone_id)  # its index starts after the checkpoint
-        assert other.store.events_decoded < redone.through_seq // 2
+        assert other.parts.store.events_decoded < redone.through_seq // 2
         with pytest.raises(RewindError):
             other.rewind(redone_id, call)
 
@@ -204,11 +209,11 @@ def test_a_turn_and_a_compaction_in_a_new_process_read_only_what_follows(
         assert result.outcome is Outcome.ACCEPTED, result.reason
         assert result.checkpoint is not None and result.checkpoint.previous_id == checkpoint.id
         assert result.checkpoint.through_seq > covered
-        assert other.store.events_decoded < covered // 2, (other.store.events_decoded, covered)
+        assert other.parts.store.events_decoded < covered // 2, (other.parts.store.events_decoded, covered)
     with Runtime(runtime.settings, runtime.paths, workdir=workdir, clock=lambda: FIXED_NOW) as other:
         updates = list(other.open_session(session_id).send("hello"))
         assert type(updates[-1]).__name__ == "TurnFinished", updates[-1]
-        assert other.store.events_decoded < covered // 2, (other.store.events_decoded, covered)
+        assert other.parts.store.events_decoded < covered // 2, (other.parts.store.events_decoded, covered)
     # This runtime's index read all of history before the first compaction: the same request.
     warm = runtime.open_session(session_id).context()
     assert warm.checkpoint is not None and warm.checkpoint.previous_id == checkpoint.id

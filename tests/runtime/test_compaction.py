@@ -86,7 +86,7 @@ def import_session(runtime: Runtime, messages: Sequence[dict[str, Any]]) -> str:
 def append_turn(runtime: Runtime, session_id: str, index: int) -> None:
     """A whole turn, as the session loop records it: enough new history for a checkpoint to shrink."""
     call = {"id": f"later_{index}", "name": "read_file", "arguments": json.dumps({"path": f"m{index}.py"})}
-    runtime.store.append(
+    runtime.parts.store.append(
         session_id,
         [
             NewEvent(EventKind.USER_MESSAGE, {"text": f"request {index}: look at m{index}.py"}),
@@ -106,7 +106,7 @@ def scripted_runtime(tmp_path: Path, workdir: Path, client: ScriptedClient, **co
 
 
 def raw_rows(runtime: Runtime, session_id: str) -> list[tuple]:
-    return runtime.store._sql.execute_sql(
+    return runtime.parts.store._sql.execute_sql(
         "SELECT seq, kind, payload, created_at FROM event WHERE session_id = ? ORDER BY seq", (session_id,)
     ).fetchall()
 
@@ -437,7 +437,7 @@ def test_twice_invalid_fails_open_with_a_fingerprint_that_suppresses_the_next_at
         before = raw_rows(runtime, session_id)
         failed = runtime.compact(session_id)
         assert failed.outcome is Outcome.FAILED and "rejected twice" in failed.reason
-        assert runtime.compiler.checkpoint_state(session_id).current is None  # fail-open (C-14)
+        assert runtime.parts.compiler.checkpoint_state(session_id).current is None  # fail-open (C-14)
         report = runtime.inspect(session_id)
         assert len(report.fingerprints) == 1
         (diagnostic,) = report.diagnostics
@@ -452,7 +452,7 @@ def test_twice_invalid_fails_open_with_a_fingerprint_that_suppresses_the_next_at
         assert after[: len(before)] == before
         assert {row[1] for row in after[len(before) :]} == {"compaction_diagnostic"}
         # new history changes the source: the next attempt runs, succeeds and clears fingerprints
-        runtime.store.append(session_id, [NewEvent(EventKind.USER_MESSAGE, {"text": "and module 4?"})])
+        runtime.parts.store.append(session_id, [NewEvent(EventKind.USER_MESSAGE, {"text": "and module 4?"})])
         assert runtime.compact(session_id).outcome is Outcome.ACCEPTED
         assert runtime.inspect(session_id).fingerprints == ()
 
@@ -460,8 +460,8 @@ def test_twice_invalid_fails_open_with_a_fingerprint_that_suppresses_the_next_at
 def test_at_most_sixteen_fingerprints_per_session(scripted: Runtime) -> None:
     session_id = import_session(scripted, tool_turn(1))
     for index in range(20):
-        scripted.compaction_store.add_fingerprint(session_id, f"fp{index:02}", "r", 16)
-    kept = [f.fingerprint for f in scripted.compaction_store.fingerprints(session_id)]
+        scripted.parts.compaction_store.add_fingerprint(session_id, f"fp{index:02}", "r", 16)
+    kept = [f.fingerprint for f in scripted.parts.compaction_store.fingerprints(session_id)]
     assert len(kept) == 16 and "fp19" in kept and "fp00" not in kept
 
 
@@ -515,12 +515,14 @@ def test_compaction_only_appends_its_own_events(scripted: Runtime) -> None:
 
 def test_segments_append_under_one_anchor_then_merge_at_four(scripted: Runtime) -> None:
     session = scripted.new_session()
-    scripted.store.append(session.id, [NewEvent(EventKind.USER_MESSAGE, {"text": "explore everything"})])
+    scripted.parts.store.append(
+        session.id, [NewEvent(EventKind.USER_MESSAGE, {"text": "explore everything"})]
+    )
     levels = []
     for step in range(1, 7):
         for index in range(3):
             n = step * 10 + index
-            scripted.store.append(
+            scripted.parts.store.append(
                 session.id,
                 [
                     NewEvent(
@@ -533,7 +535,9 @@ def test_segments_append_under_one_anchor_then_merge_at_four(scripted: Runtime) 
                     ),
                 ],
             )
-        result = scripted.compaction.compact(session.id, session.route, Trigger.BUDGET, phase=Phase.MID_TURN)
+        result = scripted.parts.compaction.compact(
+            session.id, session.route, Trigger.BUDGET, phase=Phase.MID_TURN
+        )
         assert result.outcome is Outcome.ACCEPTED, result.reason
         checkpoint = result.checkpoint
         assert checkpoint is not None
@@ -586,7 +590,7 @@ def test_an_overflowing_summary_request_backs_off_to_the_accepted_boundary(
     with scripted_runtime(tmp_path, workdir, client) as runtime:
         session_id = import_session(runtime, [m for i in range(6) for m in tool_turn(i)])
         route = runtime.route_for()
-        runtime.compaction_store.record_boundary(session_id, route.id, 8, 900, 10, 4000)
+        runtime.parts.compaction_store.record_boundary(session_id, route.id, 8, 900, 10, 4000)
         result = runtime.compact(session_id)
         assert result.outcome is Outcome.ACCEPTED and result.requests == 4
         assert result.checkpoint is not None and result.checkpoint.through_seq == 8
@@ -721,7 +725,7 @@ def test_cli_compact_inspect_verify_rewind(
     runtime: Runtime, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     session_id = import_session(runtime, [m for i in range(4) for m in tool_turn(i)])
-    database = str(runtime.store.path)
+    database = str(runtime.parts.store.path)
     assert main(["--db", database, "compact", session_id, "--json"]) == 0
     compacted = json.loads(capsys.readouterr().out)
     assert compacted["outcome"] == "accepted" and compacted["tokens_after"] < compacted["tokens_before"]

@@ -65,7 +65,7 @@ def base(tmp_path_factory: pytest.TempPathFactory) -> Base:
     with open_runtime(folder, workdir) as runtime:
         session_id = runtime.import_transcript(transcript(8), "corrupt.json").id
         first = runtime.compact(session_id)
-        runtime.store.append(session_id, more_steps(0, 4))
+        runtime.parts.store.append(session_id, more_steps(0, 4))
         second = runtime.compact(session_id)
         assert first.checkpoint is not None and second.checkpoint is not None, (first, second)
         a, b = first.checkpoint, second.checkpoint
@@ -74,7 +74,9 @@ def base(tmp_path_factory: pytest.TempPathFactory) -> Base:
         assert view.checkpoint_id == b.id and not view.notices
         assert runtime.verify(session_id).ok
         users = tuple(
-            event.seq for event in runtime.store.events(session_id) if event.payload.get("role") == "user"
+            event.seq
+            for event in runtime.parts.store.events(session_id)
+            if event.payload.get("role") == "user"
         )
     assert not (folder / "foya.sqlite3-wal").exists()  # closed cleanly: one file to copy
     with contextlib.closing(sqlite3.connect(folder / "foya.sqlite3")) as connection:
@@ -181,12 +183,12 @@ def foya(database: Path, *argv: str) -> tuple[int, str]:
 def all_history(runtime: Runtime, session_id: str) -> list[Mapping[str, Any]]:
     """What the model sees with no checkpoint: every valid message (a compiler without a reader)."""
     compiler = ContextCompiler(
-        runtime.store,
+        runtime.parts.store,
         runtime.settings,
         workdir=runtime.workdir,
         clock=lambda: FIXED_NOW,
         config_dir=runtime.paths.config_dir,
-        registry=runtime.registry,
+        registry=runtime.parts.registry,
     )
     return list(compiler.compile(session_id, runtime.route_for()).messages)
 

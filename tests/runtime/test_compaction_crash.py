@@ -192,7 +192,7 @@ def bases(tmp_path_factory: pytest.TempPathFactory, server: ChildServer) -> Base
     fresh.parent.mkdir()
     with open_runtime(fresh, workdir) as runtime:
         session_id = runtime.import_transcript(transcript(14), "crash.json").id
-        runtime.compaction_store.add_fingerprint(session_id, FINGERPRINT, "an earlier failure", 16)
+        runtime.parts.compaction_store.add_fingerprint(session_id, FINGERPRINT, "an earlier failure", 16)
 
     second = folder / "second" / "foya.sqlite3"
     second.parent.mkdir()
@@ -200,8 +200,8 @@ def bases(tmp_path_factory: pytest.TempPathFactory, server: ChildServer) -> Base
     first = server.run(second, session_id, workdir)
     assert first.report is not None and first.report["outcome"] == "accepted", first
     with open_runtime(second, workdir) as runtime:
-        runtime.store.append(session_id, more_steps(0, 6))
-        runtime.compaction_store.add_fingerprint(session_id, FINGERPRINT, "an earlier failure", 16)
+        runtime.parts.store.append(session_id, more_steps(0, 6))
+        runtime.parts.compaction_store.add_fingerprint(session_id, FINGERPRINT, "an earlier failure", 16)
         assert runtime.verify(session_id).ok
     old_id = first.report["checkpoint_id"]
 
@@ -344,7 +344,7 @@ def check_old_or_new(
         assert code == 0, output
 
     with open_runtime(database, workdir) as runtime:
-        state = runtime.compiler.checkpoint_state(base.session_id)
+        state = runtime.parts.compiler.checkpoint_state(base.session_id)
         assert state is not None
         assert (state.current.id if state.current is not None else None) == expected_id
         if state.current is not None:

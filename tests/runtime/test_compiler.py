@@ -20,7 +20,7 @@ def turn(session, text: str) -> list:
 
 
 def append(runtime: Runtime, session_id: str, kind: EventKind, **payload) -> int:
-    return runtime.store.append(session_id, [NewEvent(kind, payload)])[0].seq
+    return runtime.parts.store.append(session_id, [NewEvent(kind, payload)])[0].seq
 
 
 def test_first_request_is_a_full_estimate_split_into_layers(runtime: Runtime) -> None:
@@ -157,7 +157,7 @@ def test_a_smaller_window_is_preflighted_without_compacting(runtime: Runtime) ->
     view = session.context()
     # SPEC T-4: the message alone is over half of the small route's input budget, so the model
     # sees it cut (not the whole 7,000 words) and the request fits without compacting anything.
-    (event,) = runtime.store.events(session.id)
+    (event,) = runtime.parts.store.events(session.id)
     assert view.shortened_messages == (event.seq,) and view.verdict == "ok"
     assert view.estimate.total <= view.budget.high_water
     assert event.kind is EventKind.USER_MESSAGE  # nothing else written
@@ -170,7 +170,7 @@ def test_fixed_context_growth_is_added_to_the_measurement(
     finished = turn(session, "hello")[-1]
     grown = Settings(retry_backoff=0.0, system_prompt="You are Foya. " * 50)
     compiler = ContextCompiler(
-        runtime.store, grown, workdir=workdir, clock=lambda: FIXED_NOW, registry=runtime.registry
+        runtime.parts.store, grown, workdir=workdir, clock=lambda: FIXED_NOW, registry=runtime.parts.registry
     )
     view = compiler.compile(session.id, session.route)
     assert view.estimate.source is EstimateSource.MEASURED_PLUS_ESTIMATE
@@ -179,7 +179,7 @@ def test_fixed_context_growth_is_added_to_the_measurement(
 
 def test_model_overrides_and_unknown_windows(workdir: Path, runtime: Runtime) -> None:
     settings = Settings(models={"acme/brainy": ModelSettings(window=50_000, max_input=20_000)})
-    compiler = ContextCompiler(runtime.store, settings, workdir=workdir, clock=lambda: FIXED_NOW)
+    compiler = ContextCompiler(runtime.parts.store, settings, workdir=workdir, clock=lambda: FIXED_NOW)
     session = runtime.new_session()
     known = compiler.compile(session.id, replace(session.route, model="acme/brainy", protocol="acme"))
     assert known.budget.window == 50_000 and known.budget.input_budget == 20_000 and not known.notices
@@ -201,7 +201,11 @@ def test_incremental_compiles_equal_a_fresh_compile(workdir: Path, runtime: Runt
         )
         session.context()  # warm the incremental state at every step
     fresh = ContextCompiler(
-        runtime.store, runtime.settings, workdir=workdir, clock=lambda: FIXED_NOW, registry=runtime.registry
+        runtime.parts.store,
+        runtime.settings,
+        workdir=workdir,
+        clock=lambda: FIXED_NOW,
+        registry=runtime.parts.registry,
     )
     warm_view = session.context()
     fresh_view = fresh.compile(session.id, session.route)
@@ -232,10 +236,10 @@ def image_transcript(count: int = 1) -> bytes:
 
 def test_images_are_stored_as_artifacts_and_referenced(runtime: Runtime) -> None:
     info = runtime.import_transcript(image_transcript(), "pic.json")
-    (event,) = runtime.store.events(info.id)
+    (event,) = runtime.parts.store.events(info.id)
     (ref,) = event.payload["attachments"]
     assert "base64" not in str(event.payload)  # SPEC H-3: no bytes in events
-    assert runtime.store.artifact(info.id, ref["sha256"]) == PNG and ref["size"] == len(PNG)
+    assert runtime.parts.store.artifact(info.id, ref["sha256"]) == PNG and ref["size"] == len(PNG)
 
 
 def test_a_model_without_image_input_gets_an_explicit_note(runtime: Runtime) -> None:
@@ -249,25 +253,25 @@ def test_a_model_without_image_input_gets_an_explicit_note(runtime: Runtime) -> 
 def test_images_are_materialised_for_a_vision_model(workdir: Path, runtime: Runtime) -> None:
     info = runtime.import_transcript(image_transcript(), "pic.json")
     settings = Settings(models={"acme/vision": ModelSettings(window=100_000, supports_images=True)})
-    compiler = ContextCompiler(runtime.store, settings, workdir=workdir, clock=lambda: FIXED_NOW)
+    compiler = ContextCompiler(runtime.parts.store, settings, workdir=workdir, clock=lambda: FIXED_NOW)
     route = runtime.route_for("acme/vision")
     view = compiler.compile(info.id, route)
     text_part, image_part = view.messages[1]["content"]
     assert text_part == {"type": "text", "text": "what is in this picture?"}
     assert image_part["image_url"]["url"].startswith("data:image/png;base64,")
-    without = ContextCompiler(runtime.store, Settings(), workdir=workdir, clock=lambda: FIXED_NOW)
+    without = ContextCompiler(runtime.parts.store, Settings(), workdir=workdir, clock=lambda: FIXED_NOW)
     assert view.layers.working_set > without.compile(info.id, route).layers.working_set + 1_000
 
 
 def test_the_per_request_image_limit_keeps_the_newest(workdir: Path, runtime: Runtime) -> None:
     info = runtime.import_transcript(image_transcript(), "a.json")
-    runtime.store.append(info.id, [NewEvent(EventKind.ASSISTANT_MESSAGE, {"text": "ok"})])
+    runtime.parts.store.append(info.id, [NewEvent(EventKind.ASSISTANT_MESSAGE, {"text": "ok"})])
     second = runtime.import_transcript(image_transcript(), "b.json")
-    events = runtime.store.events(second.id)
-    runtime.store.append(info.id, [NewEvent(EventKind.IMPORTED_MESSAGE, dict(events[0].payload))])
+    events = runtime.parts.store.events(second.id)
+    runtime.parts.store.append(info.id, [NewEvent(EventKind.IMPORTED_MESSAGE, dict(events[0].payload))])
     limit = len(PNG)  # room for exactly one image
     settings = Settings(max_image_bytes=limit, models={"acme/vision": ModelSettings(supports_images=True)})
-    compiler = ContextCompiler(runtime.store, settings, workdir=workdir, clock=lambda: FIXED_NOW)
+    compiler = ContextCompiler(runtime.parts.store, settings, workdir=workdir, clock=lambda: FIXED_NOW)
     view = compiler.compile(info.id, runtime.route_for("acme/vision"))
     oldest, newest = view.messages[1]["content"], view.messages[3]["content"]
     assert "image limit" in oldest and isinstance(newest, list)
@@ -278,7 +282,7 @@ def test_a_missing_artifact_becomes_a_note(runtime: Runtime, workdir: Path) -> N
     ref = {"sha256": "0" * 64, "mime": "image/png", "size": 10}
     append(runtime, session.id, EventKind.USER_MESSAGE, text="look", attachments=[ref])
     settings = Settings(models={"acme/vision": ModelSettings(supports_images=True)})
-    compiler = ContextCompiler(runtime.store, settings, workdir=workdir, clock=lambda: FIXED_NOW)
+    compiler = ContextCompiler(runtime.parts.store, settings, workdir=workdir, clock=lambda: FIXED_NOW)
     content = compiler.compile(session.id, runtime.route_for("acme/vision")).messages[1]["content"]
     assert "missing from the artifact store" in content
 
@@ -291,7 +295,7 @@ def test_remote_image_urls_are_kept_as_notes_not_fetched(runtime: Runtime) -> No
         "content": [{"type": "image_url", "image_url": {"url": "https://example.com/a.png"}}],
     }
     info = runtime.import_transcript(json.dumps([message]).encode(), "remote.json")
-    content = runtime.store.events(info.id)[0].payload["content"]
+    content = runtime.parts.store.events(info.id)[0].payload["content"]
     assert "https://example.com/a.png" in content and "does not fetch" in content
 
 
@@ -344,7 +348,7 @@ def test_large_results_are_shortened_earlier_first_newest_kept(runtime: Runtime)
         assert 'sha256="' in text and "history_read_tool_result" in text
     assert results[2]["content"] == big("log2")  # the newest, verbatim
     assert "history_read_tool_result" in [tool["function"]["name"] for tool in view.tools]  # SPEC X-9
-    stored = [e for e in runtime.store.events(session.id) if e.kind is EventKind.TOOL_RESULT]
+    stored = [e for e in runtime.parts.store.events(session.id) if e.kind is EventKind.TOOL_RESULT]
     assert [e.payload["content"] for e in stored] == [big(f"log{i}") for i in range(3)]  # SPEC H-2
     assert view.layers.total < 0.8 * view.budget.input_budget
 

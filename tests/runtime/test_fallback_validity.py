@@ -125,14 +125,16 @@ def test_every_fallback_checkpoint_passes_acceptance(tmp_path: Path, workdir: Pa
         with Runtime(settings, paths, client=client, workdir=workdir, clock=lambda: FIXED_NOW) as rt:
             session_id = rt.import_transcript(json.dumps(history(rnd)).encode(), "t.json").id
             # Automatic: the model's candidates are rejected, and the fallback quotes why.
-            first = rt.compaction.compact(session_id, rt.route_for(), Trigger.BUDGET, phase=Phase.STANDALONE)
+            first = rt.parts.compaction.compact(
+                session_id, rt.route_for(), Trigger.BUDGET, phase=Phase.STANDALONE
+            )
             if written(first):
                 accepted += 1
                 assert first.checkpoint is not None and first.checkpoint.producer == "fallback"
             checkpoints_are_valid(rt, session_id, first)
             # More history, compacted again without a model: the earlier summary is absorbed.
             more = history(rnd)
-            rt.store.append(
+            rt.parts.store.append(
                 session_id,
                 [
                     NewEvent(EventKind.ASSISTANT_MESSAGE, {"text": words(rnd, 30), "tool_calls": []}),
@@ -217,7 +219,9 @@ def test_on_a_small_window_the_fallback_of_a_short_prefix_is_smaller_than_what_i
     with Runtime(settings, make_paths(tmp_path), workdir=workdir, clock=lambda: FIXED_NOW) as rt:
         session_id = rt.import_transcript(json.dumps(transcript).encode(), "steps.json").id
         before = rt.context(session_id)
-        result = rt.compaction.compact(session_id, rt.route_for(), Trigger.BUDGET, phase=Phase.STANDALONE)
+        result = rt.parts.compaction.compact(
+            session_id, rt.route_for(), Trigger.BUDGET, phase=Phase.STANDALONE
+        )
         assert result.outcome is Outcome.ACCEPTED, result.reason
         assert result.producer == "fallback"
         after = rt.context(session_id)

@@ -48,10 +48,10 @@ OBSERVATION = "".join(f"line {n}: observation output {n * 31 % 977} bytes ok\n" 
 
 def read_whole_event(runtime: Runtime, session_id: str, seq: int) -> str:
     """An event's text as the model would read it back with history_read, page by page."""
-    context = ToolContext(workdir=Path("."), session_id=session_id, store=runtime.store)
+    context = ToolContext(workdir=Path("."), session_id=session_id, store=runtime.parts.store)
     pages, offset = [], 0
     while True:
-        page = runtime.registry.call(
+        page = runtime.parts.registry.call(
             HISTORY_EVENT_TOOL, json.dumps({"seq": seq, "offset": offset, "length": 32_000}), context
         )
         assert not page.is_error, page.content
@@ -80,7 +80,7 @@ def test_an_imported_anchor_larger_than_the_window_is_cut_in_the_view_only(
         )
         with Runtime(settings, make_paths(tmp_path), workdir=workdir, clock=lambda: FIXED_NOW) as runtime:
             info = runtime.import_transcript(json.dumps(transcript).encode(), "observed.json")
-            before = [(e.seq, e.kind, e.payload) for e in runtime.store.events(info.id)]
+            before = [(e.seq, e.kind, e.payload) for e in runtime.parts.store.events(info.id)]
             anchor = before[-1][0]
             session = runtime.open_session(info.id)
             view = session.context()
@@ -97,7 +97,7 @@ def test_an_imported_anchor_larger_than_the_window_is_cut_in_the_view_only(
             updates = list(session.send("Go on from that output."))
             assert isinstance(updates[-1], TurnFinished), updates[-1]
             assert not any(request.overflow for request in server.chat_requests)
-            after = [(e.seq, e.kind, e.payload) for e in runtime.store.events(info.id)]
+            after = [(e.seq, e.kind, e.payload) for e in runtime.parts.store.events(info.id)]
             assert after[: len(before)] == before  # history never changes (SPEC H-2)
             assert read_whole_event(runtime, info.id, anchor) == OBSERVATION
 
@@ -133,19 +133,19 @@ def test_a_smaller_candidate_over_the_line_is_not_the_end_state_the_fallback_fit
     with scripted_runtime(tmp_path, workdir, client) as runtime:
         session_id = import_session(runtime, working_set_transcript())
         route = runtime.open_session(session_id).route
-        before = runtime.compiler.compile(session_id, route)
+        before = runtime.parts.compiler.compile(session_id, route)
         counter = counter_for_model(route.model)
         rest = before.layers.pinned + before.layers.tool_schema + before.layers.working_set
         client.summaries.append(long_summary(before.budget.high_water - rest + 400, counter))
 
-        result = runtime.compaction.compact(session_id, route, Trigger.BUDGET)
+        result = runtime.parts.compaction.compact(session_id, route, Trigger.BUDGET)
         assert result.accepted and result.producer == "fallback", result.reason
         rejected = [
             d.payload for d in runtime.inspect(session_id).diagnostics if d.payload["outcome"] == "rejected"
         ]
         assert len(rejected) == 1 and rejected[0]["reason"].startswith(OVER_THE_LINE)
         assert rejected[0]["stage"] == "validating" and rejected[0]["producer"] == "llm"
-        after = runtime.compiler.compile(session_id, route)
+        after = runtime.parts.compiler.compile(session_id, route)
         assert after.checkpoint is not None and after.checkpoint.producer == "fallback"
         assert after.estimate.total <= after.budget.high_water
 
@@ -179,7 +179,7 @@ def test_a_second_manual_compaction_the_gate_refuses_falls_back_to_a_smaller_che
         ]
         assert len(refused) == 1 and "not enough reduction" in refused[0]["reason"]
         assert "is the largest part" in refused[0]["reason"]
-        view = runtime.compiler.compile(session_id, route)
+        view = runtime.parts.compiler.compile(session_id, route)
         assert view.checkpoint is not None and view.checkpoint.producer == "fallback"
         assert view.estimate.total <= view.budget.high_water
 

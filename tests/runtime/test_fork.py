@@ -49,7 +49,7 @@ def turn(runtime: Runtime, session_id: str, text: str) -> None:
 
 
 def events_of(runtime: Runtime, session_id: str) -> list[Event]:
-    return runtime.store.events(session_id)
+    return runtime.parts.store.events(session_id)
 
 
 def messages_of(runtime: Runtime, session_id: str, through: int | None = None) -> list[Message]:
@@ -75,18 +75,18 @@ def build_source(runtime: Runtime) -> Source:
     call = next(e for e in events if e.kind is EventKind.ASSISTANT_MESSAGE and e.payload.get("tool_calls"))
     result = next(e for e in events if e.kind is EventKind.TOOL_RESULT)
     first_turn_end = events[-1].seq
-    runtime.store.append(
+    runtime.parts.store.append(
         session_id, [NewEvent(EventKind.HANDOFF, {"version": 1, "epoch": "e1", "text": HANDOFF_TEXT})]
     )
     runtime.compact(session_id)  # whatever it concludes, it writes compaction events
     turn(runtime, session_id, "hello")
-    rewound = runtime.store.last_event(session_id, EventKind.ASSISTANT_MESSAGE)
+    rewound = runtime.parts.store.last_event(session_id, EventKind.ASSISTANT_MESSAGE)
     assert rewound is not None
     runtime.rewind(session_id, first_turn_end)
     turn(runtime, session_id, "hello again")
     # An unreadable row in the middle of history (a damaged database): skipped, never forked.
-    unreadable = runtime.store.last_seq(session_id) + 1
-    with sqlite3.connect(runtime.store.path) as raw:
+    unreadable = runtime.parts.store.last_seq(session_id) + 1
+    with sqlite3.connect(runtime.parts.store.path) as raw:
         raw.execute(
             "INSERT INTO event (session_id, seq, kind, payload, created_at) VALUES (?, ?, ?, ?, 'x')",
             (session_id, unreadable, "user_message", "{not json"),
@@ -110,7 +110,7 @@ def source(runtime: Runtime) -> Source:
 
 
 def test_a_fork_holds_the_valid_messages_and_nothing_else(runtime: Runtime, source: Source) -> None:
-    info = fork_session(runtime.store, source.id)
+    info = fork_session(runtime.parts.store, source.id)
     events = events_of(runtime, info.id)
     assert {e.kind for e in events} == {EventKind.IMPORTED_MESSAGE}
     # Exactly what the model would see of the source without a checkpoint (SPEC V), in order.
@@ -124,18 +124,18 @@ def test_a_fork_holds_the_valid_messages_and_nothing_else(runtime: Runtime, sour
     assert {EventKind.PROVIDER_USAGE, EventKind.HANDOFF, EventKind.REWIND} <= source_kinds
     assert EventKind.COMPACTION_DIAGNOSTIC in source_kinds or EventKind.COMPACTION_COMPLETED in source_kinds
     # The new session: its own title, the same workspace, where it came from.
-    origin = runtime.store.get_session(source.id)
+    origin = runtime.parts.store.get_session(source.id)
     assert info.title == f"fork of {origin.title}" and info.workspace == origin.workspace
     assert info.metadata == {"forked_from": {"session": source.id, "seq": origin.event_count}}
     assert info.event_count == len(messages_of(runtime, source.id))
 
 
 def test_attachment_bytes_and_tool_result_facts_are_copied(runtime: Runtime, source: Source) -> None:
-    info = fork_session(runtime.store, source.id)
+    info = fork_session(runtime.parts.store, source.id)
     first = events_of(runtime, info.id)[0].payload
     (ref,) = first["attachments"]
-    assert runtime.store.artifact(info.id, ref["sha256"]) == PNG
-    original = runtime.store.event(source.id, source.result_seq)
+    assert runtime.parts.store.artifact(info.id, ref["sha256"]) == PNG
+    original = runtime.parts.store.event(source.id, source.result_seq)
     assert original is not None
     copied = next(
         e.payload
@@ -147,22 +147,22 @@ def test_attachment_bytes_and_tool_result_facts_are_copied(runtime: Runtime, sou
 
 
 def test_a_fork_at_a_seq_keeps_history_up_to_it(runtime: Runtime, source: Source) -> None:
-    info = fork_session(runtime.store, source.id, source.first_turn_end)
+    info = fork_session(runtime.parts.store, source.id, source.first_turn_end)
     assert messages_of(runtime, info.id) == messages_of(runtime, source.id, source.first_turn_end)
     assert info.metadata["forked_from"]["seq"] == source.first_turn_end
     # Right before the calls is safe too.
-    before = fork_session(runtime.store, source.id, source.call_seq - 1)
+    before = fork_session(runtime.parts.store, source.id, source.call_seq - 1)
     assert messages_of(runtime, before.id)[-1].content == "what files are here?"
 
 
 def test_a_fork_of_a_fork_and_a_fork_that_goes_on(runtime: Runtime, source: Source) -> None:
-    first = fork_session(runtime.store, source.id)
-    second = fork_session(runtime.store, first.id)
+    first = fork_session(runtime.parts.store, source.id)
+    second = fork_session(runtime.parts.store, first.id)
     assert messages_of(runtime, second.id) == messages_of(runtime, source.id)
     assert second.metadata["forked_from"] == {"session": first.id, "seq": first.event_count}
     assert second.title == f"fork of {first.title}"
     (ref,) = events_of(runtime, second.id)[0].payload["attachments"]
-    assert runtime.store.artifact(second.id, ref["sha256"]) == PNG
+    assert runtime.parts.store.artifact(second.id, ref["sha256"]) == PNG
     turn(runtime, second.id, "what did we say so far?")
     assert len(events_of(runtime, source.id)) > 0 and len(events_of(runtime, first.id)) == first.event_count
 
@@ -172,7 +172,7 @@ def test_a_fork_point_inside_a_tool_group_is_refused(runtime: Runtime, source: S
     sessions = len(runtime.list_sessions())
     at = source.call_seq if where == "call" else source.result_seq - 1  # the call, or its usage record
     with pytest.raises(ForkError) as caught:
-        fork_session(runtime.store, source.id, at)
+        fork_session(runtime.parts.store, source.id, at)
     message = str(caught.value)
     assert "\n" not in message
     assert message == (
@@ -183,24 +183,24 @@ def test_a_fork_point_inside_a_tool_group_is_refused(runtime: Runtime, source: S
 
 
 def test_a_fork_point_outside_valid_history_is_refused(runtime: Runtime, source: Source) -> None:
-    last = runtime.store.last_seq(source.id)
+    last = runtime.parts.store.last_seq(source.id)
     with pytest.raises(
         ForkError, match=f"seq {last + 1} is not in this session: its events are numbered 1 to {last}"
     ):
-        fork_session(runtime.store, source.id, last + 1)
+        fork_session(runtime.parts.store, source.id, last + 1)
     for seq in (source.rewound_seq, source.unreadable_seq):
         with pytest.raises(ForkError, match="not an event of this session's valid history"):
-            fork_session(runtime.store, source.id, seq)
+            fork_session(runtime.parts.store, source.id, seq)
     with pytest.raises(UnknownSessionError):
-        fork_session(runtime.store, "f" * 32)
+        fork_session(runtime.parts.store, "f" * 32)
 
 
 def test_an_interrupted_group_is_closed_in_the_fork(runtime: Runtime, source: Source) -> None:
     call = {"id": "lost_1", "name": "read_file", "arguments": json.dumps({"path": "README.md"})}
-    runtime.store.append(
+    runtime.parts.store.append(
         source.id, [NewEvent(EventKind.ASSISTANT_MESSAGE, {"text": "", "tool_calls": [call]})]
     )
-    info = fork_session(runtime.store, source.id)
+    info = fork_session(runtime.parts.store, source.id)
     last = events_of(runtime, info.id)[-1].payload
     assert (
         last["role"] == "tool" and last["tool_call_id"] == "lost_1" and last["content"] == MISSING_TOOL_RESULT
@@ -222,7 +222,7 @@ def test_cli_fork(tmp_path: Path, workdir: Path, capsys: pytest.CaptureFixture[s
     assert len(printed) == 32 and printed != report["session"]
     with Runtime(Settings(retry_backoff=0.0), paths, workdir=workdir, clock=lambda: FIXED_NOW) as rt:
         assert report["messages"] == len(messages_of(rt, source.id, source.first_turn_end))
-        assert rt.store.get_session(printed).metadata["forked_from"]["session"] == report["session"]
+        assert rt.parts.store.get_session(printed).metadata["forked_from"]["session"] == report["session"]
     assert main(["--db", database, "fork", source.id, "--at", str(source.call_seq)]) == 2
     out, err = capsys.readouterr()
     assert out == "" and err.count("\n") == 1 and err.startswith("foya: seq") and "separate tool calls" in err

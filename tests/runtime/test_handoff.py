@@ -35,11 +35,11 @@ from tests.runtime.test_native_projection import commit_checkpoint, make_checkpo
 
 
 def append(runtime: Runtime, session_id: str, kind: EventKind, **payload: Any) -> int:
-    return runtime.store.append(session_id, [NewEvent(kind, payload)])[0].seq
+    return runtime.parts.store.append(session_id, [NewEvent(kind, payload)])[0].seq
 
 
 def record(runtime: Runtime, session_id: str, epoch: str) -> int:
-    return runtime.store.append(session_id, [handoff_event(epoch)])[0].seq
+    return runtime.parts.store.append(session_id, [handoff_event(epoch)])[0].seq
 
 
 def reminders(view: RequestView) -> list[int]:
@@ -54,12 +54,12 @@ def exact(view: RequestView) -> bool:
 
 def fresh(runtime: Runtime, workdir: Path) -> ContextCompiler:
     return ContextCompiler(
-        runtime.store,
+        runtime.parts.store,
         runtime.settings,
         workdir=workdir,
         clock=lambda: FIXED_NOW,
-        registry=runtime.registry,
-        checkpoints=runtime.checkpoints,
+        registry=runtime.parts.registry,
+        checkpoints=runtime.parts.checkpoints,
     )
 
 
@@ -150,7 +150,7 @@ def test_a_recorded_handoff_is_sent_at_its_position_and_is_not_the_anchor(runtim
     assert view.anchor_seq == anchor and exact(view)
     handoff = json_of(view.report())["handoff"]
     assert handoff == {"state": "below_handoff", "epoch": "none", "status": "recorded"}
-    (hidden,) = [entry for entry in runtime.compiler.snapshot(session.id).entries if entry.hidden]
+    (hidden,) = [entry for entry in runtime.parts.compiler.snapshot(session.id).entries if entry.hidden]
     assert hidden.seq == seq and hidden.message.role is Role.USER
 
 
@@ -178,8 +178,8 @@ def test_an_unreadable_record_suppresses_the_epoch_where_it_stands(runtime: Runt
     work(runtime, session.id)
     record(runtime, session.id, "none")
     assert reminders(session.context())
-    seq = runtime.store.last_seq(session.id) + 1
-    with sqlite3.connect(runtime.store.path) as raw:  # events are immutable: write the damage directly
+    seq = runtime.parts.store.last_seq(session.id) + 1
+    with sqlite3.connect(runtime.parts.store.path) as raw:  # events are immutable: write the damage directly
         raw.execute(
             "INSERT INTO event (session_id, seq, kind, payload, created_at) VALUES (?, ?, 'handoff', ?, 'x')",
             (session.id, seq, "{broken"),
@@ -219,7 +219,7 @@ def test_a_malformed_record_without_an_epoch_belongs_to_the_current_checkpoint(r
 
 def test_k5_the_snapshot_is_known_with_a_window_or_a_measurement(runtime: Runtime, workdir: Path) -> None:
     settings = Settings(models={"acme/mystery": ModelSettings()})
-    compiler = ContextCompiler(runtime.store, settings, workdir=workdir, clock=lambda: FIXED_NOW)
+    compiler = ContextCompiler(runtime.parts.store, settings, workdir=workdir, clock=lambda: FIXED_NOW)
     session = runtime.new_session()
     user = append(runtime, session.id, EventKind.USER_MESSAGE, text="q")
     append(runtime, session.id, EventKind.ASSISTANT_MESSAGE, text="a")

@@ -54,7 +54,7 @@ def test_a_non_utf8_file_name_never_breaks_a_session(
         result = runtime.compact(session.id)
         report = compaction_json(result)
         assert report["outcome"] == "accepted", report["reason"]
-        events = valid_events(runtime.store.events(session.id))
+        events = valid_events(runtime.parts.store.events(session.id))
     (listing,) = [e.payload for e in events if e.kind is EventKind.TOOL_RESULT]
     assert "caf\\xe9.txt" in listing["content"]  # stored as model-visible text, escaped
     sent = [json.dumps(request.body) for request in hostile.chat_requests]

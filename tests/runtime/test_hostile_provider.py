@@ -32,7 +32,7 @@ def test_terminal_escapes_in_reply_text_are_not_stored(
     with open_runtime(tmp_path, workdir, hostile, "escape-text") as runtime:
         session = runtime.new_session()
         assert isinstance(list(session.send("hi"))[-1], TurnFinished)
-        events = valid_events(runtime.store.events(session.id))
+        events = valid_events(runtime.parts.store.events(session.id))
     (reply,) = [e.payload for e in events if e.kind is EventKind.ASSISTANT_MESSAGE]
     assert "\x1b" not in reply["text"] and "\x9b" not in reply["text"] and "\x07" not in reply["text"]
     assert "look" in reply["text"] and "now" in reply["text"]
@@ -44,7 +44,7 @@ def test_a_tool_name_with_escapes_runs_nothing_and_is_stored_clean(
     with open_runtime(tmp_path, workdir, hostile, "escape-tool") as runtime:
         session = runtime.new_session()
         assert isinstance(list(session.send("hi"))[-1], TurnFinished)
-        events = valid_events(runtime.store.events(session.id))
+        events = valid_events(runtime.parts.store.events(session.id))
     (result,) = [e.payload for e in events if e.kind is EventKind.TOOL_RESULT]
     assert result["is_error"] and "unknown tool" in result["content"]
     assert "\x1b" not in result["content"]
@@ -97,7 +97,7 @@ def test_duplicate_call_ids_become_unique_before_they_run(
     with open_runtime(tmp_path, workdir, hostile, "dup-ids") as runtime:
         session = runtime.new_session()
         assert isinstance(list(session.send("read both"))[-1], TurnFinished)
-        events = valid_events(runtime.store.events(session.id))
+        events = valid_events(runtime.parts.store.events(session.id))
     results = [e.payload for e in events if e.kind is EventKind.TOOL_RESULT]
     assert len({r["tool_call_id"] for r in results}) == 2
     assert "alpha" in results[0]["content"] and "beta" in results[1]["content"]
@@ -128,7 +128,7 @@ def test_a_key_echoed_in_an_error_body_is_never_stored_or_printed(
                 assert isinstance(list(session.send(text))[-1], TurnFinished)
             failed = list(runtime.open_session(session.id, echo).send("hi"))[-1]
             compaction = compaction_json(runtime.compact(session.id, echo))
-            events = runtime.store.events(session.id)
+            events = runtime.parts.store.events(session.id)
         assert not isinstance(failed, TurnFinished)
         assert "Incorrect API key provided: *** and ***" in failed.reason
         assert compaction["outcome"] in ("accepted", "failed", "rejected")

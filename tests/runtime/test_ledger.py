@@ -365,7 +365,7 @@ def test_a_later_checkpoint_keeps_the_earlier_ledger_whole(tmp_path: Path) -> No
                 "name": "shell",
                 "arguments": json.dumps({"command": f"rm late_{index}.py"}),
             }
-            runtime.store.append(
+            runtime.parts.store.append(
                 session,
                 [
                     NewEvent(EventKind.USER_MESSAGE, {"text": f"remove late_{index}.py"}),

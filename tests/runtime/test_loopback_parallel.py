@@ -164,7 +164,7 @@ def test_a_runtime_turn_runs_every_batch_and_keeps_each_group_whole(
             session = runtime.new_session()
             updates = list(session.send("read all the parts"))
             assert isinstance(updates[-1], TurnFinished)
-            events = valid_events(runtime.store.events(session.id))
+            events = valid_events(runtime.parts.store.events(session.id))
         results = [e.payload for e in events if e.kind is EventKind.TOOL_RESULT]
         assert [r["tool_call_id"] for r in results] == [
             f"call_par_{s}_{i}" for s in (1, 2, 3) for i in range(1, 7)

@@ -20,7 +20,7 @@ NATIVE_STATE = {"type": "foya-sim.native", "summary": "the user asked about modu
 
 
 def append(runtime: Runtime, session_id: str, kind: EventKind, **payload: Any) -> int:
-    return runtime.store.append(session_id, [NewEvent(kind, payload)])[0].seq
+    return runtime.parts.store.append(session_id, [NewEvent(kind, payload)])[0].seq
 
 
 def make_checkpoint(
@@ -43,7 +43,7 @@ def make_checkpoint(
         previous_id=previous.id if previous is not None else None,
         session_id=session_id,
         through_seq=through_seq,
-        source_digest=runtime.compaction_store.source_digest(session_id, through_seq),
+        source_digest=runtime.parts.compaction_store.source_digest(session_id, through_seq),
         head_anchor_seq=anchor_seq,
         phase=phase,
         projection_kind=ProjectionKind.NATIVE if native else ProjectionKind.TEXT,
@@ -63,7 +63,7 @@ def make_checkpoint(
 
 def commit_checkpoint(runtime: Runtime, checkpoint: Checkpoint) -> None:
     """Commit as the compaction service does: row and completion event in one transaction (P-1)."""
-    runtime.compaction_store.commit(
+    runtime.parts.compaction_store.commit(
         checkpoint.session_id,
         checkpoint.id,
         checkpoint.serialised(),
@@ -134,7 +134,7 @@ def test_a_native_checkpoint_sends_state_on_its_own_route(runtime: Runtime) -> N
         kept=[kept],
     )
     commit_checkpoint(runtime, checkpoint)
-    view = runtime.compiler.compile(session_id, native_route)
+    view = runtime.parts.compiler.compile(session_id, native_route)
     assert view.checkpoint == checkpoint
     assert contents(view) == ["kept verbatim", "message 5"]  # no summary message
     assert view.native_state == NATIVE_STATE
@@ -153,7 +153,7 @@ def test_a_native_checkpoint_sends_state_on_its_own_route(runtime: Runtime) -> N
 def test_another_route_gets_the_portable_text_checkpoint_never_the_native_state(runtime: Runtime) -> None:
     """R-2: after a switch the native state is not replayed; the text ancestor applies, said so."""
     native_route, other, session_id, _, text, native = text_then_native(runtime)
-    view = runtime.compiler.compile(session_id, other)
+    view = runtime.parts.compiler.compile(session_id, other)
     assert view.checkpoint == text and view.native_state is None
     assert view.provider_request().native_state is None and view.layers.native_state == 0
     assert "summary text of the prefix" in contents(view)[0]
@@ -168,7 +168,7 @@ def test_another_route_gets_the_portable_text_checkpoint_never_the_native_state(
         "sent": False,
     }
     assert exact(view)
-    on_its_route = runtime.compiler.compile(session_id, native_route)
+    on_its_route = runtime.parts.compiler.compile(session_id, native_route)
     assert on_its_route.checkpoint == native and on_its_route.native_state == NATIVE_STATE
     assert on_its_route.revision != view.revision
 
@@ -180,7 +180,7 @@ def test_without_a_text_ancestor_another_route_sees_full_history(runtime: Runtim
         runtime, session_id, native_route, through_seq=seqs[3], anchor_seq=seqs[4], native_state=NATIVE_STATE
     )
     commit_checkpoint(runtime, native)
-    view = runtime.compiler.compile(session_id, runtime.route_for("foya-sim/large"))
+    view = runtime.parts.compiler.compile(session_id, runtime.route_for("foya-sim/large"))
     assert view.checkpoint is None and view.native_state is None
     assert contents(view) == [f"message {i}" for i in range(1, 6)]
     assert json_of(view.report())["native"]["sent"] is False
@@ -202,7 +202,7 @@ def test_a_covered_anchor_is_reinserted_verbatim_after_the_native_head(runtime: 
         phase=Phase.MID_TURN,
     )
     commit_checkpoint(runtime, native)
-    view = runtime.compiler.compile(session_id, native_route)
+    view = runtime.parts.compiler.compile(session_id, native_route)
     assert contents(view) == ["message 5", "still working"]
     assert view.anchor_seq == seqs[4] and view.native_state == NATIVE_STATE and exact(view)
 
@@ -210,11 +210,11 @@ def test_a_covered_anchor_is_reinserted_verbatim_after_the_native_head(runtime: 
 def test_the_snapshot_carries_the_checkpoint_its_route_applies(runtime: Runtime) -> None:
     """The planner plans from what the route actually sees; `checkpoints` stays the full state."""
     native_route, other, session_id, _, text, native = text_then_native(runtime)
-    assert runtime.compiler.snapshot(session_id, native_route).checkpoint == native
-    elsewhere = runtime.compiler.snapshot(session_id, other)
+    assert runtime.parts.compiler.snapshot(session_id, native_route).checkpoint == native
+    elsewhere = runtime.parts.compiler.snapshot(session_id, other)
     assert elsewhere.checkpoint == text
     assert elsewhere.checkpoints is not None and elsewhere.checkpoints.current == native
-    assert runtime.compiler.snapshot(session_id).checkpoint == native
+    assert runtime.parts.compiler.snapshot(session_id).checkpoint == native
 
 
 def test_a_native_candidate_is_measured_on_its_route_only(runtime: Runtime) -> None:
@@ -224,15 +224,17 @@ def test_a_native_candidate_is_measured_on_its_route_only(runtime: Runtime) -> N
     candidate = make_checkpoint(
         runtime, session_id, native_route, through_seq=seqs[3], anchor_seq=seqs[4], native_state=NATIVE_STATE
     )
-    measured = runtime.compiler.compile(session_id, native_route, candidate=candidate)
+    measured = runtime.parts.compiler.compile(session_id, native_route, candidate=candidate)
     assert measured.checkpoint == candidate and measured.native_state == NATIVE_STATE and exact(measured)
     assert measured.layers.history == 0 < measured.layers.native_state  # the prefix is state now
-    crossed = runtime.compiler.compile(session_id, runtime.route_for("foya-sim/small"), candidate=candidate)
+    crossed = runtime.parts.compiler.compile(
+        session_id, runtime.route_for("foya-sim/small"), candidate=candidate
+    )
     assert crossed.checkpoint is None and crossed.native_state is None
     assert json_of(crossed.report())["native"] == {
         "checkpoint_id": candidate.id,
         "bound_model": "foya-sim/native",
         "sent": False,
     }
-    after = runtime.compiler.compile(session_id, native_route).report()
+    after = runtime.parts.compiler.compile(session_id, native_route).report()
     assert json_of(after)["native"] is None  # nothing committed

@@ -155,7 +155,7 @@ def test_a_summary_without_enough_reduction_goes_to_the_fallback(tmp_path: Path,
         assert isinstance(client, ScriptedClient)
         client.summaries = [bloated_summary(before // 3)] * 2
         session = runtime.open_session(session_id)
-        result = runtime.compaction.compact(session_id, session.route, Trigger.BUDGET)
+        result = runtime.parts.compaction.compact(session_id, session.route, Trigger.BUDGET)
         assert result.outcome is Outcome.ACCEPTED and result.producer == "fallback", result.reason
         failed = [d for d in diagnostics(runtime, session_id) if d["summariser_failed"]]
         assert len(failed) == 1 and "not enough reduction" in failed[0]["reason"]
@@ -188,7 +188,7 @@ def test_three_overflows_back_the_coverage_off(tmp_path: Path, workdir: Path) ->
         assert result.outcome is Outcome.ACCEPTED, result.reason
         assert len(client.summary_requests) == 4
         assert result.checkpoint is not None
-        assert result.checkpoint.through_seq < runtime.store.last_seq(session_id) - 4
+        assert result.checkpoint.through_seq < runtime.parts.store.last_seq(session_id) - 4
 
 
 # -- the circuit breaker (K-11) --------------------------------------------------------------------
@@ -208,9 +208,9 @@ def test_a_summariser_that_always_fails_trips_the_breaker(tmp_path: Path, workdi
                 NewEvent(EventKind.USER_MESSAGE, {"text": f"next request {turn}"}),
                 NewEvent(EventKind.ASSISTANT_MESSAGE, {"text": f"answer {turn} " * 200}),
             ]
-            runtime.store.append(session_id, append)
+            runtime.parts.store.append(session_id, append)
             asked = len(client.summary_requests)
-            result = runtime.compaction.compact(session_id, session.route, Trigger.BUDGET)
+            result = runtime.parts.compaction.compact(session_id, session.route, Trigger.BUDGET)
             assert result.outcome is Outcome.ACCEPTED, result.reason
             producers.append((result.producer, len(client.summary_requests) - asked))
         # three failures (two requests each: first answer and its repair), each saved by the fallback
@@ -220,8 +220,10 @@ def test_a_summariser_that_always_fails_trips_the_breaker(tmp_path: Path, workdi
         assert breaker["state"] == "open" and breaker["failures"] == 3
         assert "rejected twice" in breaker["reasons"][0]
         # a manual compaction asks the summariser again; success closes the breaker
-        runtime.store.append(session_id, [NewEvent(EventKind.USER_MESSAGE, {"text": "one more " * 300})])
-        runtime.store.append(session_id, [NewEvent(EventKind.ASSISTANT_MESSAGE, {"text": "ok " * 300})])
+        runtime.parts.store.append(
+            session_id, [NewEvent(EventKind.USER_MESSAGE, {"text": "one more " * 300})]
+        )
+        runtime.parts.store.append(session_id, [NewEvent(EventKind.ASSISTANT_MESSAGE, {"text": "ok " * 300})])
         client.summaries = [RULE_SUMMARY]
         manual = runtime.compact(session_id)
         assert manual.outcome is Outcome.ACCEPTED and manual.producer == "llm", manual.reason
@@ -235,16 +237,18 @@ def test_the_breaker_is_keyed_by_workspace_and_session(tmp_path: Path, workdir: 
         session_id = long_session(runtime, turns=4)
         session = runtime.open_session(session_id)
         for turn in range(3):
-            runtime.store.append(session_id, [NewEvent(EventKind.USER_MESSAGE, {"text": f"q{turn} " * 300})])
-            runtime.compaction.compact(session_id, session.route, Trigger.BUDGET)
-        assert runtime.compaction.breaker(session_id).open
+            runtime.parts.store.append(
+                session_id, [NewEvent(EventKind.USER_MESSAGE, {"text": f"q{turn} " * 300})]
+            )
+            runtime.parts.compaction.compact(session_id, session.route, Trigger.BUDGET)
+        assert runtime.parts.compaction.breaker(session_id).open
         other = tmp_path / "elsewhere"
         other.mkdir()
-        runtime.store._sql.execute_sql(
+        runtime.parts.store._sql.execute_sql(
             "UPDATE session SET workspace = ? WHERE id = ?", (str(other), session_id)
         )
-        assert not runtime.compaction.breaker(session_id).open
-        assert runtime.compaction.breaker(session_id).failures == 0
+        assert not runtime.parts.compaction.breaker(session_id).open
+        assert runtime.parts.compaction.breaker(session_id).failures == 0
 
 
 # -- the compaction hook (K-7) ---------------------------------------------------------------------
@@ -264,10 +268,13 @@ def test_a_hook_that_vetoes_blocks_cleanly(tmp_path: Path, workdir: Path) -> Non
     with runtime_with(tmp_path, workdir, client, hook=hook) as runtime:
         session_id = long_session(runtime, turns=4)
         session = runtime.open_session(session_id)
-        result = runtime.compaction.compact(session_id, session.route, Trigger.BUDGET)
+        result = runtime.parts.compaction.compact(session_id, session.route, Trigger.BUDGET)
         assert result.outcome is Outcome.BLOCKED
         assert result.reason == "the compaction hook blocked it: no compaction during the deploy"
-        assert client.summary_requests == [] and runtime.compiler.checkpoint_state(session_id).current is None
+        assert (
+            client.summary_requests == []
+            and runtime.parts.compiler.checkpoint_state(session_id).current is None
+        )
         last = diagnostics(runtime, session_id)[-1]
         assert last["outcome"] == "blocked" and not last["summariser_failed"]
 
@@ -399,7 +406,7 @@ def test_an_overflow_after_output_started_fails_closed(tmp_path: Path, workdir: 
         failed = updates[-1]
         assert isinstance(failed, TurnFailed) and "already started" in failed.reason
         assert "K-6" not in failed.reason and "SPEC" not in failed.reason  # words, not rule ids
-        kinds = [e.kind for e in runtime.store.events(session_id)]
+        kinds = [e.kind for e in runtime.parts.store.events(session_id)]
         # The partial reply is kept, then the turn's outcome; no compaction was tried.
         assert kinds[-2:] == [EventKind.ASSISTANT_MESSAGE, EventKind.TURN_OUTCOME]
         assert EventKind.COMPACTION_DIAGNOSTIC not in kinds
@@ -415,7 +422,7 @@ def test_a_blocked_hook_fails_the_reactive_path_and_keeps_the_context(tmp_path: 
         updates = run_turn(runtime, session_id, "go on")
         failed = updates[-1]
         assert isinstance(failed, TurnFailed) and "frozen for review" in failed.reason
-        assert runtime.compiler.checkpoint_state(session_id).current is None
+        assert runtime.parts.compiler.checkpoint_state(session_id).current is None
         assert not any(isinstance(u, TurnFinished) for u in updates)
 
 
@@ -429,7 +436,7 @@ def test_completion_repairs_count_toward_three_attempts(tmp_path: Path, workdir:
     with runtime_with(tmp_path, workdir, client, fallback=False) as runtime:
         session_id = long_session(runtime, turns=4)
         session = runtime.open_session(session_id)
-        result = runtime.compaction.compact(session_id, session.route, Trigger.BUDGET)
+        result = runtime.parts.compaction.compact(session_id, session.route, Trigger.BUDGET)
         assert result.outcome is Outcome.FAILED and result.requests == 3
         assert _sizes(client.summary_requests)[1] < _sizes(client.summary_requests)[0]
 
@@ -448,7 +455,7 @@ def test_a_mid_turn_fallback_keeps_the_active_task_before_its_steps(tmp_path: Pa
         request = {"role": "user", "content": "explore every module and report"}
         session_id = import_session(runtime, [*tool_turn(1), request, *steps])
         session = runtime.open_session(session_id)
-        result = runtime.compaction.compact(
+        result = runtime.parts.compaction.compact(
             session_id, session.route, Trigger.BUDGET, phase=Phase.MID_TURN, use_model=False
         )
         assert result.outcome is Outcome.ACCEPTED, result.reason
@@ -468,7 +475,7 @@ def test_cli_compact_fallback_and_inspect_show_producer_and_breaker(
     messages and the circuit breaker (K-10, K-11)."""
     with runtime_with(tmp_path, workdir, ScriptedClient()) as runtime:
         session_id = long_session(runtime, turns=6)
-        database = str(runtime.store.path)
+        database = str(runtime.parts.store.path)
     assert main(["--db", database, "compact", session_id, "--fallback", "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["outcome"] == "accepted" and report["producer"] == "fallback" and report["requests"] == 0
@@ -492,7 +499,7 @@ def test_a_turn_of_large_steps_compacts_mid_turn_below_the_preferred_step_count(
                 {"role": "tool", "tool_call_id": f"p{n}", "content": "data " * 500},
             ]
         session_id = import_session(runtime, [{"role": "user", "content": "read both"}, *steps])
-        snapshot = runtime.compiler.snapshot(session_id)
+        snapshot = runtime.parts.compiler.snapshot(session_id)
         plan = plan_compaction(
             snapshot.entries,
             open_group_seq=None,
@@ -535,7 +542,7 @@ def test_with_an_unknown_token_snapshot_snip_runs_but_no_handoff_or_llm_compacti
         assert any(isinstance(u, ContextSnipped) for u in updates)
         assert not any(isinstance(u, (CompactionFinished, HandoffRecorded)) for u in updates)
         assert client.summary_requests == []
-        database = str(runtime.store.path)
+        database = str(runtime.parts.store.path)
     home = Path(os.environ["FOYA_HOME"])
     home.mkdir(parents=True, exist_ok=True)
     (home / "config.toml").write_text(
@@ -562,7 +569,7 @@ def test_the_fallback_cuts_at_most_one_unit(tmp_path: Path, workdir: Path) -> No
         transcript = [*tool_turn(1), *tool_turn(2), request, *step("big", "log line\n" * 6_000)]
         session_id = import_session(runtime, [*transcript, *step("small", "ok")])
         session = runtime.open_session(session_id)
-        result = runtime.compaction.compact(
+        result = runtime.parts.compaction.compact(
             session_id, session.route, Trigger.BUDGET, phase=Phase.MID_TURN, use_model=False
         )
         assert result.outcome is Outcome.ACCEPTED and result.checkpoint is not None, result.reason

@@ -52,7 +52,7 @@ def test_two_hundred_exploration_steps_on_an_8k_window(tmp_path: Path) -> None:
         assert tally.peak_share < 1.0
         # K-1: a reminder at most once per compaction epoch (the epochs are the checkpoints + 1)
         assert 1 <= tally.handoffs <= sum(tally.compactions.values()) + 1
-        handoffs = [e for e in runtime.store.events(session.id) if e.kind is EventKind.HANDOFF]
+        handoffs = [e for e in runtime.parts.store.events(session.id) if e.kind is EventKind.HANDOFF]
         assert len({e.payload["epoch"] for e in handoffs}) == len(handoffs) == tally.handoffs
         assert rules_in_projection(session) == len(RULES)
         assert runtime.verify(session.id).ok
@@ -111,9 +111,9 @@ def test_an_overflow_after_streaming_began_fails_closed(
         failed = updates[-1]
         assert isinstance(failed, TurnFailed) and failed.kind == "input_overflow"
         assert "already started" in failed.reason and "K-6" not in failed.reason  # words, not rule ids
-        last = runtime.store.last_event(session.id, EventKind.ASSISTANT_MESSAGE)
+        last = runtime.parts.store.last_event(session.id, EventKind.ASSISTANT_MESSAGE)
         assert last is not None and last.payload.get("finish_reason") == "error" and last.payload.get("text")
-        assert runtime.store.events(session.id)[-1].kind is EventKind.TURN_OUTCOME
+        assert runtime.parts.store.events(session.id)[-1].kind is EventKind.TURN_OUTCOME
 
 
 def test_a_native_checkpoint_is_never_sent_to_another_route(tmp_path: Path) -> None:
@@ -126,8 +126,8 @@ def test_a_native_checkpoint_is_never_sent_to_another_route(tmp_path: Path) -> N
         tally = explore(session, turns=1, steps_per_turn=30)
         assert tally.failures == []
         # Snip keeps this exploration under the compaction line by itself (K-4): compact by hand.
-        assert runtime.compaction.compact(session.id, native, Trigger.MANUAL).accepted
-        checkpoint = runtime.compiler.checkpoint_state(session.id).current
+        assert runtime.parts.compaction.compact(session.id, native, Trigger.MANUAL).accepted
+        checkpoint = runtime.parts.compiler.checkpoint_state(session.id).current
         assert checkpoint is not None and checkpoint.producer == "native"
         assert checkpoint.native_state is not None and checkpoint.route_id == native.id
         view = session.context()
@@ -153,7 +153,7 @@ def test_native_compaction_that_fails_falls_back_to_text(
     with explorer(tmp_path) as runtime:
         session = runtime.new_session(runtime.route_for("foya-sim/native"))
         explore(session, turns=1, steps_per_turn=6)
-        result = runtime.compaction.compact(session.id, session.route, Trigger.MANUAL)
+        result = runtime.parts.compaction.compact(session.id, session.route, Trigger.MANUAL)
         assert result.accepted and result.producer in ("llm", "repaired"), result.reason
         reasons = [d.payload["reason"] for d in runtime.inspect(session.id).diagnostics]
         assert any("native compaction unavailable" in reason for reason in reasons)

@@ -184,11 +184,11 @@ def test_a_resumed_session_writes_nothing_for_a_route_that_cannot_be_sent(
 ) -> None:
     with open_runtime(tmp_path, workdir, Settings(retry_backoff=0.0)) as rt:
         session_id, _ = run_turn(rt)
-        before = rt.store.last_seq(session_id)
+        before = rt.parts.store.last_seq(session_id)
         session = rt.open_session(session_id, make_route("gpt5", "default"))
         with pytest.raises(RouteError):
             list(session.send("again"))
-        assert rt.store.last_seq(session_id) == before
+        assert rt.parts.store.last_seq(session_id) == before
 
 
 # -- 2. failure classes from real transport failures ------------------------------------------
@@ -208,7 +208,7 @@ def test_a_closed_port_is_a_connection_failure_and_is_retried(
         assert isinstance(updates[-1], TurnFailed) and updates[-1].kind == "connection"
         # The user message stays, then the turn outcome (never sent to the model); no reply and
         # no accepted boundary were recorded.
-        kinds = [e.kind for e in rt.store.events(session_id)]
+        kinds = [e.kind for e in rt.parts.store.events(session_id)]
         assert kinds == [EventKind.USER_MESSAGE, EventKind.TURN_OUTCOME]
 
 
@@ -261,9 +261,9 @@ def test_an_empty_stream_is_re_asked_and_its_overflow_recovered_once(
         # SPEC C-2: the provider trigger ran, once in the turn.
         compactions = [u for u in updates if isinstance(u, CompactionFinished)]
         assert len(compactions) == 1 and compactions[0].result.trigger == "provider"
-        kinds = [e.kind for e in rt.store.events(session_id)]
+        kinds = [e.kind for e in rt.parts.store.events(session_id)]
         assert EventKind.ASSISTANT_MESSAGE not in kinds and EventKind.PROVIDER_USAGE not in kinds
-        assert rt.compaction_store.boundaries(session_id) == []  # SPEC C-13: nothing was accepted
+        assert rt.parts.compaction_store.boundaries(session_id) == []  # SPEC C-13: nothing was accepted
     streamed = [r for r in fake_openai.chat_requests if r.body.get("stream")]
     probes = [r for r in fake_openai.chat_requests if not r.body.get("stream") and not r.compaction]
     assert streamed and probes and all(r.body["max_tokens"] == 1 for r in probes)
@@ -278,7 +278,7 @@ def test_a_truly_empty_reply_is_named_and_not_stored(
         failed = updates[-1]
         assert isinstance(failed, TurnFailed) and failed.kind == "empty_reply"
         assert "the provider ended the reply without any text" in failed.reason
-        kinds = [e.kind for e in rt.store.events(session_id)]
+        kinds = [e.kind for e in rt.parts.store.events(session_id)]
         assert kinds == [EventKind.USER_MESSAGE, EventKind.TURN_OUTCOME]
 
 

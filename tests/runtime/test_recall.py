@@ -168,10 +168,10 @@ def test_the_model_gets_search_and_read_once_a_checkpoint_exists(scripted: Runti
     context = ToolContext(
         workdir=Path("."),
         session_id=session_id,
-        store=scripted.store,
+        store=scripted.parts.store,
         covered=(checkpoint.from_seq, checkpoint.through_seq),
     )
-    registry = scripted.registry
+    registry = scripted.parts.registry
     found = registry.call(HISTORY_SEARCH_TOOL, json.dumps({"query": "heron-db-7"}), context)
     assert (
         not found.is_error
@@ -190,13 +190,13 @@ def test_the_model_gets_search_and_read_once_a_checkpoint_exists(scripted: Runti
     page = registry.call(HISTORY_EVENT_TOOL, json.dumps({"seq": 3, "length": 40}), context)
     assert not page.is_error and page.content.startswith("event 3 · imported_message · tool")
     assert "call with op=read offset=40" in page.content
-    text = scripted.store.event(session_id, 3).payload["content"]
+    text = scripted.parts.store.event(session_id, 3).payload["content"]
     ok = registry.call(HISTORY_EVENT_TOOL, json.dumps({"seq": 3, "sha256": sha256_hex(text)}), context)
     assert not ok.is_error
     wrong = registry.call(HISTORY_EVENT_TOOL, json.dumps({"seq": 3, "sha256": "0" * 64}), context)
     assert wrong.is_error and "sha256 mismatch" in wrong.content
     usage = registry.call(
-        HISTORY_EVENT_TOOL, json.dumps({"seq": scripted.store.last_seq(session_id)}), context
+        HISTORY_EVENT_TOOL, json.dumps({"seq": scripted.parts.store.last_seq(session_id)}), context
     )
     assert usage.is_error and "not a message" in usage.content
     scripted.rewind(session_id, 4)
@@ -211,7 +211,7 @@ def test_cli_search_names_the_segment_that_summarises_a_hit(
     session_id = import_session(scripted, messages)
     checkpoint = scripted.compact(session_id).checkpoint
     assert checkpoint is not None
-    database = str(scripted.store.path)
+    database = str(scripted.parts.store.path)
     assert main(["--db", database, "search", session_id, "defines", "--json"]) == 0
     hits = json.loads(capsys.readouterr().out)["hits"]
     assert [hit["seq"] for hit in hits] == [16, 12, 8, 4]

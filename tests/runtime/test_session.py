@@ -28,9 +28,9 @@ def test_a_simulator_turn_is_streamed_and_stored(runtime: Runtime) -> None:
     finished = updates[-1]
     assert isinstance(finished, TurnFinished) and len(deltas) > 3
     assert "".join(deltas) == finished.text and "offline simulator" in finished.text
-    kinds = [e.kind for e in runtime.store.events(session.id)]
+    kinds = [e.kind for e in runtime.parts.store.events(session.id)]
     assert kinds == [EventKind.USER_MESSAGE, EventKind.ASSISTANT_MESSAGE, EventKind.PROVIDER_USAGE]
-    usage_event = runtime.store.events(session.id)[2]
+    usage_event = runtime.parts.store.events(session.id)[2]
     assert usage_event.payload["route_id"] == session.route.id
     assert usage_event.payload["through_seq"] == 1
     assert session.info.title == "hello"
@@ -64,7 +64,7 @@ def test_a_message_larger_than_the_window_is_cut_for_the_model_and_kept_whole(ru
     session = runtime.new_session()
     updates = run_turn(session, "word " * 9000)
     assert isinstance(updates[-1], TurnFinished), updates[-1]
-    events = runtime.store.events(session.id)
+    events = runtime.parts.store.events(session.id)
     assert (
         events[0].kind is EventKind.USER_MESSAGE
         and events[0].payload["text"].strip() == ("word " * 9000).strip()
@@ -96,20 +96,20 @@ def test_truncated_reply_is_kept_with_a_notice(runtime: Runtime, monkeypatch) ->
     session = runtime.new_session()
     finished = run_turn(session, "hello")[-1]
     assert finished.finish_reason == "length" and "output token limit" in finished.notice
-    assert runtime.store.events(session.id)[1].payload["finish_reason"] == "length"
+    assert runtime.parts.store.events(session.id)[1].payload["finish_reason"] == "length"
 
 
 def test_empty_message_is_refused_and_nothing_written(runtime: Runtime) -> None:
     session = runtime.new_session()
     with pytest.raises(EmptyMessageError):
         run_turn(session, "  \x1b[31m \t\n")
-    assert runtime.store.events(session.id) == []
+    assert runtime.parts.store.events(session.id) == []
 
 
 def test_user_text_is_stored_without_escapes(runtime: Runtime) -> None:
     session = runtime.new_session()
     run_turn(session, "look \x1b]0;pwned\x07here\x1b[2J")
-    assert runtime.store.events(session.id)[0].payload["text"] == "look here"
+    assert runtime.parts.store.events(session.id)[0].payload["text"] == "look here"
 
 
 def test_cancel_before_output_records_no_reply(runtime: Runtime) -> None:
@@ -119,7 +119,7 @@ def test_cancel_before_output_records_no_reply(runtime: Runtime) -> None:
     updates = run_turn(session, "hello", cancel)
     assert updates[-1].kind == "cancelled"
     # No reply: the user message, then the record that the turn was cancelled (for the user only).
-    kinds = [e.kind for e in runtime.store.events(session.id)]
+    kinds = [e.kind for e in runtime.parts.store.events(session.id)]
     assert kinds == [EventKind.USER_MESSAGE, EventKind.TURN_OUTCOME]
 
 
@@ -132,7 +132,7 @@ def test_cancel_mid_stream_keeps_what_was_shown(runtime: Runtime) -> None:
         if isinstance(update, ReplyDelta):
             cancel.cancel()
     assert updates[-1].kind == "cancelled"
-    stored = runtime.store.last_event(session.id, EventKind.ASSISTANT_MESSAGE)
+    stored = runtime.parts.store.last_event(session.id, EventKind.ASSISTANT_MESSAGE)
     assert stored is not None and stored.payload["finish_reason"] == "cancelled"
     assert stored.payload["text"] == "".join(u.text for u in updates if isinstance(u, ReplyDelta))
 
@@ -145,7 +145,7 @@ def test_resume_continues_the_same_history(tmp_path: Path, workdir: Path, settin
         resumed = second.open_session(session.id[:6])
         text = run_turn(resumed, "what did we talk about so far?")[-1].text
         assert "banana" in text
-        assert len(second.store.events(session.id)) == 6
+        assert len(second.parts.store.events(session.id)) == 6
 
 
 def test_http_rate_limit_retries_then_fails_clearly(

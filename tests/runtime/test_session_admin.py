@@ -26,13 +26,13 @@ from tests.runtime.test_fork import build_source
 
 def rows_of(runtime: Runtime, table: str, session_id: str) -> int:
     column = "id" if table == "session" else "session_id"
-    with sqlite3.connect(runtime.store.path) as raw:
+    with sqlite3.connect(runtime.parts.store.path) as raw:
         found = raw.execute(f"SELECT COUNT(*) FROM {table} WHERE {column} = ?", (session_id,))
         return int(found.fetchone()[0])
 
 
 def index_rows(runtime: Runtime, session_id: str) -> int:
-    with sqlite3.connect(runtime.store.path) as raw:
+    with sqlite3.connect(runtime.parts.store.path) as raw:
         return int(
             raw.execute("SELECT COUNT(*) FROM event_fts WHERE session_id = ?", (session_id,)).fetchone()[0]
         )
@@ -53,7 +53,7 @@ def test_a_failed_turn_is_recorded_and_never_reaches_the_model(
     session = runtime.new_session()
     failed = list(session.send("first try"))[-1]
     assert isinstance(failed, TurnFailed) and failed.kind == "quota"
-    events = runtime.store.events(session.id)
+    events = runtime.parts.store.events(session.id)
     assert [e.kind for e in events] == [EventKind.USER_MESSAGE, EventKind.TURN_OUTCOME]
     assert events[1].payload == {"outcome": "failed", "kind": "quota", "reason": failed.reason}
 
@@ -73,9 +73,9 @@ def test_a_cancelled_turn_is_recorded_after_what_streamed(runtime: Runtime) -> N
     for update in session.send("hello", cancel):
         if isinstance(update, ReplyDelta):
             cancel.cancel()
-    kinds = [e.kind for e in runtime.store.events(session.id)]
+    kinds = [e.kind for e in runtime.parts.store.events(session.id)]
     assert kinds == [EventKind.USER_MESSAGE, EventKind.ASSISTANT_MESSAGE, EventKind.TURN_OUTCOME]
-    outcome = runtime.store.last_event(session.id, EventKind.TURN_OUTCOME)
+    outcome = runtime.parts.store.last_event(session.id, EventKind.TURN_OUTCOME)
     assert outcome is not None and outcome.payload["outcome"] == "cancelled"
 
 
@@ -89,7 +89,7 @@ def test_turn_outcomes_are_left_out_of_forks_and_kept_in_the_export(
     exported = [record["kind"] for record in runtime.export(session.id)]
     assert exported[-1] == "turn_outcome"
     forked = runtime.fork(session.id)
-    assert EventKind.TURN_OUTCOME not in [e.kind for e in runtime.store.events(forked.info.id)]
+    assert EventKind.TURN_OUTCOME not in [e.kind for e in runtime.parts.store.events(forked.info.id)]
 
 
 # -- overviews -------------------------------------------------------------------------------------------
@@ -116,7 +116,7 @@ def test_overviews_say_model_replies_checkpoints_size_and_origin(
     assert listed[forked].forked_from == chat.id and listed[forked].stats.model is None
     assert listed[failing.id].stats.replies == 0
     assert listed[failing.id].status == "no reply · last turn failed (quota)"
-    with sqlite3.connect(runtime.store.path) as raw:
+    with sqlite3.connect(runtime.parts.store.path) as raw:
         (payload,) = raw.execute(
             "SELECT SUM(LENGTH(CAST(payload AS BLOB))) FROM event WHERE session_id = ?", (chat.id,)
         ).fetchone()
@@ -148,7 +148,7 @@ def test_deleting_a_session_removes_all_of_it_and_the_others_still_verify(runtim
     runtime.claim(doomed.id).release()  # a lease file exists, as after any write from the TUI
     assert lock_path(runtime.paths.database, doomed.id).exists()
     assert rows_of(runtime, "artifact", doomed.id) and index_rows(runtime, doomed.id)
-    kept_before = runtime.store.events(kept)
+    kept_before = runtime.parts.store.events(kept)
     stored = rows_of(runtime, "event", doomed.id)
 
     deleted = runtime.delete_session(doomed.id[:8])
@@ -160,7 +160,7 @@ def test_deleting_a_session_removes_all_of_it_and_the_others_still_verify(runtim
     assert not lock_path(runtime.paths.database, doomed.id).exists()
     with pytest.raises(UnknownSessionError):
         runtime.find_session(doomed.id)
-    assert runtime.store.events(kept) == kept_before
+    assert runtime.parts.store.events(kept) == kept_before
     for other in (kept, fork):
         report = runtime.verify(other)
         assert report.ok, report.problems
@@ -168,7 +168,10 @@ def test_deleting_a_session_removes_all_of_it_and_the_others_still_verify(runtim
     assert runtime.fork_origin(fork) is None
     assert {o.info.id: o.forked_from for o in runtime.session_overviews()}[fork] is None
     # Events of the other sessions are still protected (SPEC H-2): the trigger came back.
-    with sqlite3.connect(runtime.store.path) as raw, pytest.raises(sqlite3.DatabaseError, match="immutable"):
+    with (
+        sqlite3.connect(runtime.parts.store.path) as raw,
+        pytest.raises(sqlite3.DatabaseError, match="immutable"),
+    ):
         raw.execute("DELETE FROM event WHERE session_id = ?", (kept,))
 
 
@@ -185,7 +188,7 @@ def test_a_delete_that_fails_midway_leaves_everything(runtime: Runtime, tmp_path
     finished_turn(runtime, session.id, "hello")
     # A row the deletion does not know about references the session: the final DELETE of the
     # session row fails on the foreign key, after the events went, and everything rolls back.
-    with sqlite3.connect(runtime.store.path) as raw:
+    with sqlite3.connect(runtime.parts.store.path) as raw:
         raw.execute("PRAGMA foreign_keys = ON")
         raw.execute("CREATE TABLE extra (session_id TEXT REFERENCES session (id) ON DELETE RESTRICT)")
         raw.execute("INSERT INTO extra VALUES (?)", (session.id,))

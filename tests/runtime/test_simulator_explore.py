@@ -239,12 +239,12 @@ def run_turn(runtime: Runtime, model: str, prompt: str) -> tuple[str, Iterator[A
 
 
 def explore_ids(runtime: Runtime, session_id: str) -> list[str]:
-    events = valid_events(runtime.store.events(session_id))
+    events = valid_events(runtime.parts.store.events(session_id))
     return [str(e.payload["tool_call_id"]) for e in events if e.kind is EventKind.TOOL_RESULT]
 
 
 def final_text(runtime: Runtime, session_id: str) -> str:
-    reply = runtime.store.last_event(session_id, EventKind.ASSISTANT_MESSAGE)
+    reply = runtime.parts.store.last_event(session_id, EventKind.ASSISTANT_MESSAGE)
     assert reply is not None
     return str(reply.payload.get("text"))
 
@@ -255,7 +255,7 @@ def test_a_whole_exploration_turn_runs_real_tools(tmp_path: Path, project: Path)
     with Runtime(settings, make_paths(tmp_path), workdir=project, clock=lambda: FIXED_NOW) as runtime:
         session_id, _ = run_turn(runtime, LARGE, "explore 30 steps")
         assert explore_ids(runtime, session_id) == [f"sim_explore_{k}" for k in range(1, 31)]
-        events = runtime.store.events(session_id)
+        events = runtime.parts.store.events(session_id)
         results = [e.payload for e in events if e.kind is EventKind.TOOL_RESULT]
         assert not any(result["is_error"] for result in results)
         assert "line 1 of README.md" in results[1]["content"]  # step 2 really read the file
@@ -271,7 +271,7 @@ def test_a_long_exploration_survives_mid_turn_compaction_without_restarting(
     settings = replace(settings, tools=replace(settings.tools, max_steps=60))
     with Runtime(settings, make_paths(tmp_path), workdir=project, clock=lambda: FIXED_NOW) as runtime:
         session_id, _ = run_turn(runtime, "foya-sim/small", "explore 40 steps")
-        kinds = [event.kind for event in runtime.store.events(session_id)]
+        kinds = [event.kind for event in runtime.parts.store.events(session_id)]
         assert EventKind.COMPACTION_COMPLETED in kinds
         assert explore_ids(runtime, session_id) == [f"sim_explore_{k}" for k in range(1, 41)]
         assert final_text(runtime, session_id).startswith("Explored 40 steps")

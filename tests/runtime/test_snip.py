@@ -37,7 +37,7 @@ from tests.runtime.test_native_projection import commit_checkpoint, make_checkpo
 
 
 def append(runtime: Runtime, session_id: str, kind: EventKind, **payload: Any) -> int:
-    return runtime.store.append(session_id, [NewEvent(kind, payload)])[0].seq
+    return runtime.parts.store.append(session_id, [NewEvent(kind, payload)])[0].seq
 
 
 def tool_step(
@@ -80,12 +80,12 @@ def tool_names(view: RequestView) -> list[str]:
 
 def fresh(runtime: Runtime, workdir: Path) -> ContextCompiler:
     return ContextCompiler(
-        runtime.store,
+        runtime.parts.store,
         runtime.settings,
         workdir=workdir,
         clock=lambda: FIXED_NOW,
-        registry=runtime.registry,
-        checkpoints=runtime.checkpoints,
+        registry=runtime.parts.registry,
+        checkpoints=runtime.parts.checkpoints,
     )
 
 
@@ -183,7 +183,7 @@ def test_candidates_are_old_recorded_results_in_k4_order(
     placeholder would be larger, reads before writes before errors; an unknown tool counts as read."""
     session_id, seqs = turns
     route = runtime.route_for("foya-sim/large")
-    found = runtime.compiler.snip_candidates(session_id, route)
+    found = runtime.parts.compiler.snip_candidates(session_id, route)
     assert [(c.seq, c.kind) for c in found] == [
         (seqs["read"], CandidateKind.READ),
         (seqs["unknown"], CandidateKind.READ),
@@ -201,9 +201,9 @@ def test_candidates_are_old_recorded_results_in_k4_order(
         text="",
         tool_calls=[{"id": "c_open", "name": "read_file", "arguments": "{}"}],
     )
-    assert runtime.compiler.snip_candidates(session_id, route) == found
+    assert runtime.parts.compiler.snip_candidates(session_id, route) == found
     append(runtime, session_id, EventKind.TOOL_RESULT, tool_call_id="c_open", name="read_file", content="x")
-    moved = runtime.compiler.snip_candidates(session_id, route)
+    moved = runtime.parts.compiler.snip_candidates(session_id, route)
     assert [c.seq for c in moved][:3] == [seqs["read"], seqs["unknown"], seqs["recent0"]]
 
 
@@ -220,13 +220,13 @@ def test_candidates_skip_interrupted_calls_and_what_a_checkpoint_covers(runtime:
     tool_step(runtime, session.id, "c1", body("b1"))
     for i in range(2, 5):
         tool_step(runtime, session.id, f"c{i}", body(f"b{i}"))
-    found = runtime.compiler.snip_candidates(session.id, route)
+    found = runtime.parts.compiler.snip_candidates(session.id, route)
     assert [c.tool_call_id for c in found] == ["c0", "c1"]  # "lost" is only a placeholder
     checkpoint = make_checkpoint(
         runtime, session.id, route, through_seq=first, anchor_seq=anchor, phase=Phase.MID_TURN
     )
     commit_checkpoint(runtime, checkpoint)
-    assert [c.tool_call_id for c in runtime.compiler.snip_candidates(session.id, route)] == ["c1"]
+    assert [c.tool_call_id for c in runtime.parts.compiler.snip_candidates(session.id, route)] == ["c1"]
 
 
 # -- pending and committed snips in the compiler -----------------------------------------------------
@@ -240,10 +240,10 @@ def test_pending_snips_shape_one_compile_and_count_exactly(
     layers count the placeholders exactly; the revision changes (B-7)."""
     session_id, seqs = turns
     route = runtime.route_for("foya-sim/large")
-    before = runtime.compiler.compile(session_id, route)
-    found = runtime.compiler.snip_candidates(session_id, route)
-    events_before = runtime.store.events(session_id)
-    view = runtime.compiler.compile(session_id, route, snips=frozenset(c.seq for c in found))
+    before = runtime.parts.compiler.compile(session_id, route)
+    found = runtime.parts.compiler.snip_candidates(session_id, route)
+    events_before = runtime.parts.store.events(session_id)
+    view = runtime.parts.compiler.compile(session_id, route, snips=frozenset(c.seq for c in found))
     assert exact(before) and exact(view)
     assert view.snipped_seqs == tuple(sorted(c.seq for c in found))
     assert view.snip_saved_tokens == sum(c.tokens_saved for c in found)
@@ -261,8 +261,8 @@ def test_pending_snips_shape_one_compile_and_count_exactly(
     assert f"{len(body('write')):,} characters" in write["content"] and "write_file" in write["content"]
     for recent in ("c_recent0", "c_recent1", "c_recent2", "c_small"):
         assert results[recent]["content"] in (body(recent[2:]), "ok")
-    assert runtime.store.events(session_id) == events_before  # nothing persisted
-    again = runtime.compiler.compile(session_id, route)
+    assert runtime.parts.store.events(session_id) == events_before  # nothing persisted
+    again = runtime.parts.compiler.compile(session_id, route)
     assert (
         again.snipped_seqs == () and again.revision == before.revision and again.messages == before.messages
     )
@@ -273,7 +273,7 @@ def test_a_committed_snip_applies_to_every_later_compile(
 ) -> None:
     session_id, seqs = turns
     route = runtime.route_for("foya-sim/large")
-    compiler = runtime.compiler
+    compiler = runtime.parts.compiler
     compiler.compile(session_id, route)  # warm: the snip arrives incrementally
     plan = plan_snip(compiler.snip_candidates(session_id, route), 1)
     assert plan is not None and plan.seqs == (seqs["read"],)
@@ -302,10 +302,10 @@ def test_micro_compaction_keeps_only_the_recent_window(
     the three most recent tool turns keep theirs."""
     session_id, _ = turns
     route = runtime.route_for("foya-sim/large")
-    plan = plan_micro(runtime.compiler.snip_candidates(session_id, route))
+    plan = plan_micro(runtime.parts.compiler.snip_candidates(session_id, route))
     assert plan is not None
     append(runtime, session_id, EventKind.CONTEXT_SNIPPED, **plan.event().payload)
-    view = runtime.compiler.compile(session_id, route)
+    view = runtime.parts.compiler.compile(session_id, route)
     contents = {m["tool_call_id"]: m["content"] for m in view.messages if m["role"] == "tool"}
     assert [call for call, text in contents.items() if text.startswith("[Foya removed")] == [
         "c_read",
@@ -314,19 +314,19 @@ def test_micro_compaction_keeps_only_the_recent_window(
         "c_unknown",
     ]
     assert contents["c_small"] == "ok"
-    assert runtime.compiler.snip_candidates(session_id, route) == ()
+    assert runtime.parts.compiler.snip_candidates(session_id, route) == ()
 
 
 def test_a_rewind_takes_its_snips_with_it(runtime: Runtime, turns: tuple[str, dict[str, int]]) -> None:
     session_id, _ = turns
     route = runtime.route_for("foya-sim/large")
-    kept = runtime.store.last_seq(session_id)
-    plan = plan_micro(runtime.compiler.snip_candidates(session_id, route))
+    kept = runtime.parts.store.last_seq(session_id)
+    plan = plan_micro(runtime.parts.compiler.snip_candidates(session_id, route))
     assert plan is not None
     append(runtime, session_id, EventKind.CONTEXT_SNIPPED, **plan.event().payload)
-    assert runtime.compiler.compile(session_id, route).snipped_seqs
+    assert runtime.parts.compiler.compile(session_id, route).snipped_seqs
     append(runtime, session_id, EventKind.REWIND, to_seq=kept)
-    view = runtime.compiler.compile(session_id, route)
+    view = runtime.parts.compiler.compile(session_id, route)
     assert view.snipped_seqs == () and exact(view)
 
 
@@ -343,11 +343,11 @@ def test_a_snipped_large_result_is_a_placeholder_and_shortening_sees_the_snipped
         tool_step(runtime, session.id, f"call_{i}", body(f"log{i}", words))
         for i, words in enumerate((3_000, 900, 900, 900))
     ]
-    before = runtime.compiler.compile(session.id, route)
+    before = runtime.parts.compiler.compile(session.id, route)
     assert before.shortened_seqs == tuple(seqs[:3])  # under pressure: all but the newest
-    (only,) = runtime.compiler.snip_candidates(session.id, route)
+    (only,) = runtime.parts.compiler.snip_candidates(session.id, route)
     assert only.seq == seqs[0]
-    view = runtime.compiler.compile(session.id, route, snips=frozenset({seqs[0]}))
+    view = runtime.parts.compiler.compile(session.id, route, snips=frozenset({seqs[0]}))
     assert view.snipped_seqs == (seqs[0],) and exact(view)
     assert view.shortened_seqs == ()  # without the big one there is no pressure left (T-1)
     assert view.snip_saved_tokens == only.tokens_saved
@@ -369,10 +369,10 @@ def test_under_lasting_pressure_the_remaining_large_results_are_shortened_around
         tool_step(runtime, session.id, f"call_{i}", body(f"log{i}", words))
         for i, words in enumerate((3_000, 3_000, 3_000, 30, 30, 30))
     ]
-    assert runtime.compiler.compile(session.id, route).shortened_seqs == (seqs[0], seqs[1])
-    found = {c.seq: c for c in runtime.compiler.snip_candidates(session.id, route)}
+    assert runtime.parts.compiler.compile(session.id, route).shortened_seqs == (seqs[0], seqs[1])
+    found = {c.seq: c for c in runtime.parts.compiler.snip_candidates(session.id, route)}
     assert list(found) == seqs[:3]
-    view = runtime.compiler.compile(session.id, route, snips=frozenset({seqs[0]}))
+    view = runtime.parts.compiler.compile(session.id, route, snips=frozenset({seqs[0]}))
     assert view.snipped_seqs == (seqs[0],) and view.shortened_seqs == (seqs[1],) and exact(view)
     assert view.snip_saved_tokens == found[seqs[0]].tokens_saved
 
@@ -383,24 +383,24 @@ def test_a_placeholder_reference_reads_back_verified(
     """T-2, T-3: the seq, call id and SHA-256 a placeholder names are what the reader verifies."""
     session_id, seqs = turns
     route = runtime.route_for("foya-sim/large")
-    view = runtime.compiler.compile(session_id, route, snips=frozenset({seqs["error"]}))
+    view = runtime.parts.compiler.compile(session_id, route, snips=frozenset({seqs["error"]}))
     text = next(m["content"] for m in view.messages if m.get("tool_call_id") == "c_error")
     match = re.search(r'seq=(\d+), tool_call_id="([^"]+)", sha256="([0-9a-f]{64})"', text)
     assert match is not None
     arguments = {"op": "read", "seq": int(match[1]), "tool_call_id": match[2], "sha256": match[3]}
-    context = ToolContext(workdir=workdir, session_id=session_id, store=runtime.store)
-    result = runtime.registry.call(HISTORY_READ_TOOL, json.dumps(arguments), context)
+    context = ToolContext(workdir=workdir, session_id=session_id, store=runtime.parts.store)
+    result = runtime.parts.registry.call(HISTORY_READ_TOOL, json.dumps(arguments), context)
     assert not result.is_error and body("error") in result.content
     forged = {**arguments, "sha256": "0" * 64}
-    assert runtime.registry.call(HISTORY_READ_TOOL, json.dumps(forged), context).is_error
+    assert runtime.parts.registry.call(HISTORY_READ_TOOL, json.dumps(forged), context).is_error
 
 
 def test_last_provider_call_is_the_newest_usage_record(runtime: Runtime) -> None:
     session = runtime.new_session()
-    assert runtime.compiler.last_provider_call(session.id) is None
+    assert runtime.parts.compiler.last_provider_call(session.id) is None
     list(session.send("hello"))
-    last = runtime.compiler.last_provider_call(session.id)
-    assert last == runtime.store.last_event(session.id, EventKind.PROVIDER_USAGE).created_at
+    last = runtime.parts.compiler.last_provider_call(session.id)
+    assert last == runtime.parts.store.last_event(session.id, EventKind.PROVIDER_USAGE).created_at
     assert not cache_is_cold(last, FIXED_NOW, runtime.settings.compaction.cache_ttl_seconds)
     assert cache_is_cold(
         last, FIXED_NOW + timedelta(seconds=61), runtime.settings.compaction.cache_ttl_seconds
@@ -414,7 +414,7 @@ def test_incremental_snip_views_equal_a_fresh_compile(runtime: Runtime, workdir:
     session = runtime.new_session(runtime.route_for("foya-sim/large"))
     route = session.route
     append(runtime, session.id, EventKind.USER_MESSAGE, text="read everything")
-    warm = runtime.compiler
+    warm = runtime.parts.compiler
     seen: set[str] = set()
     for step in range(14):
         words = rng.choice((60, 300, 2_500))  # some large enough for T-1

@@ -295,7 +295,7 @@ def open_runtime(tmp_path: Path, workdir: Path, *, read_only: bool = False) -> R
 def counted_entries(runtime: Runtime, session_id: str) -> list[tuple[int, int]]:
     """(seq, tokens) of every event's own message, counted afresh by the route's tokenizer."""
     index = SessionIndex(session_id)
-    index.refresh(runtime.store)
+    index.refresh(runtime.parts.store)
     column = TokenColumn(counter_for_model(runtime.route_for().model), runtime.settings.tools)
     return column.extend(index.log.entries)
 
@@ -310,7 +310,7 @@ def test_a_compile_persists_each_message_count_once_and_they_equal_fresh_counts(
         first = rt.context(session_id)
         key = stored_count_key(counter_for_model(rt.route_for().model))
         fresh = counted_entries(rt, session_id)
-        assert sorted(rt.store.token_counts(session_id, key).items()) == fresh
+        assert sorted(rt.parts.store.token_counts(session_id, key).items()) == fresh
         assert [seq for seq, _ in fresh] == [1, 2, 3, 4, 5]  # the placeholder is not persisted
     tokenized: list[str] = []
     real = index_module.message_tokens
@@ -361,4 +361,4 @@ def test_verify_catches_a_tampered_count_row_and_repair_drops_it(tmp_path: Path,
         assert rt.verify(session_id).problems == ()
         rt.context(session_id)  # counted again, and persisted again
         key = stored_count_key(counter_for_model(rt.route_for().model))
-        assert sorted(rt.store.token_counts(session_id, key).items()) == counted_entries(rt, session_id)
+        assert sorted(rt.parts.store.token_counts(session_id, key).items()) == counted_entries(rt, session_id)

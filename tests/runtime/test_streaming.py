@@ -60,11 +60,11 @@ def test_history_is_read_in_batches_as_it_stood(store: EventStore) -> None:
 
 
 def test_an_export_yields_before_it_has_read_history(tmp_path: Path, runtime: Runtime) -> None:
-    session = runtime.store.create_session(events=messages(2_500))
-    before = runtime.store.events_decoded
+    session = runtime.parts.store.create_session(events=messages(2_500))
+    before = runtime.parts.store.events_decoded
     records = runtime.export(session.id)
     first = next(records)
-    assert first["seq"] == 1 and runtime.store.events_decoded - before <= 1_000
+    assert first["seq"] == 1 and runtime.parts.store.events_decoded - before <= 1_000
     assert len([first, *records]) == 2_500
 
 
@@ -118,7 +118,7 @@ def test_the_import_command_reports_both_phases(tmp_path: Path, capsys: pytest.C
 
 def test_the_streamed_recount_finds_a_wrong_count_and_skips_rewound_events(runtime: Runtime) -> None:
     session = runtime.new_session()
-    store = runtime.store
+    store = runtime.parts.store
     store.append(session.id, messages(6))
     runtime.context(session.id)  # counts made and persisted (schema 7)
     (key,) = store.token_count_keys(session.id)

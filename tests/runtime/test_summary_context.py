@@ -56,7 +56,7 @@ def add_step(runtime: Runtime, session_id: str, step: int, calls: int = 3, size:
     for index in range(calls):
         call_id = f"c{step}_{index}"
         call = {"id": call_id, "name": "read_file", "arguments": json.dumps({"path": f"m{step}_{index}.py"})}
-        runtime.store.append(
+        runtime.parts.store.append(
             session_id,
             [
                 NewEvent(EventKind.ASSISTANT_MESSAGE, {"text": "", "tool_calls": [call]}),
@@ -96,13 +96,13 @@ def test_every_request_of_a_four_segment_lineage_carries_the_anchor_and_the_earl
 ) -> None:
     with loopback_runtime(tmp_path, workdir, loopback) as runtime:
         session = runtime.new_session()
-        runtime.store.append(session.id, [NewEvent(EventKind.USER_MESSAGE, {"text": REQUEST})])
-        anchor_seq = runtime.store.last_seq(session.id)
+        runtime.parts.store.append(session.id, [NewEvent(EventKind.USER_MESSAGE, {"text": REQUEST})])
+        anchor_seq = runtime.parts.store.last_seq(session.id)
         shapes = []
         for step in range(1, 6):
             for part in range(3):
                 add_step(runtime, session.id, step * 10 + part, size=60)
-            result = runtime.compaction.compact(
+            result = runtime.parts.compaction.compact(
                 session.id, session.route, Trigger.BUDGET, phase=Phase.MID_TURN
             )
             assert result.outcome is Outcome.ACCEPTED, result.reason
@@ -187,12 +187,14 @@ def test_after_many_automatic_compactions_the_goal_still_names_the_request(runti
     """Ten budget compactions inside one long turn: appended segments, two merges, and every
     segment's Goal quotes the user's request (never a generic placeholder)."""
     session = runtime.new_session()
-    runtime.store.append(session.id, [NewEvent(EventKind.USER_MESSAGE, {"text": REQUEST})])
+    runtime.parts.store.append(session.id, [NewEvent(EventKind.USER_MESSAGE, {"text": REQUEST})])
     levels = set()
     for step in range(1, 11):
         for part in range(3):
             add_step(runtime, session.id, step * 10 + part)
-        result = runtime.compaction.compact(session.id, session.route, Trigger.BUDGET, phase=Phase.MID_TURN)
+        result = runtime.parts.compaction.compact(
+            session.id, session.route, Trigger.BUDGET, phase=Phase.MID_TURN
+        )
         assert result.outcome is Outcome.ACCEPTED, result.reason
         assert result.checkpoint is not None
         levels.add(result.checkpoint.level)

@@ -35,7 +35,9 @@ def runtime_with(tmp_path: Path, workdir: Path, client, **options) -> Runtime:
 
 
 def tool_results(runtime: Runtime, session_id: str) -> list[dict]:
-    return [dict(e.payload) for e in runtime.store.events(session_id) if e.kind is EventKind.TOOL_RESULT]
+    return [
+        dict(e.payload) for e in runtime.parts.store.events(session_id) if e.kind is EventKind.TOOL_RESULT
+    ]
 
 
 def test_the_simulator_explores_with_real_tools(runtime: Runtime) -> None:
@@ -45,7 +47,7 @@ def test_the_simulator_explores_with_real_tools(runtime: Runtime) -> None:
     assert started == ["list_dir", "read_file"]
     finished = updates[-1]
     assert isinstance(finished, TurnFinished) and "Demo project" in finished.text and "src/" in finished.text
-    kinds = [e.kind for e in runtime.store.events(session.id)]
+    kinds = [e.kind for e in runtime.parts.store.events(session.id)]
     assert kinds.count(EventKind.TOOL_RESULT) == 2 and kinds[-1] is EventKind.PROVIDER_USAGE
 
 
@@ -225,7 +227,7 @@ def test_tool_search_activates_a_deferred_tool_for_the_current_turn_only(
     steps = [(call("q", "tool_search", query="weather"),), (call("w", "weather", city="Oslo"),)]
     client = ScriptedClient(*steps)
     with runtime_with(tmp_path, workdir, client) as rt:
-        rt.registry.register(Weather())
+        rt.parts.registry.register(Weather())
         session = rt.new_session()
         list(session.send("how is the weather?"))
 
@@ -235,7 +237,9 @@ def test_tool_search_activates_a_deferred_tool_for_the_current_turn_only(
         assert "weather" not in offered(client.requests[0]) and "tool_search" in offered(client.requests[0])
         assert "weather" in offered(client.requests[1])  # from the next step on
         assert tool_results(rt, session.id)[1]["content"] == "sunny in Oslo"
-        assert rt.registry.get("weather").spec.visibility.value == "deferred"  # the registry is unchanged
+        assert (
+            rt.parts.registry.get("weather").spec.visibility.value == "deferred"
+        )  # the registry is unchanged
         list(session.send("and tomorrow?"))
         assert "weather" not in offered(client.requests[-1])  # a new turn starts without it
 

@@ -204,7 +204,7 @@ def compaction_history(runtime: Runtime) -> str:
     for index in range(3):
         turn(session, long_message(index))
     compact(runtime, session)
-    keep = runtime.store.last_seq(session.id)
+    keep = runtime.parts.store.last_seq(session.id)
     turn(session, "remember: always run the tests before committing")
     runtime.rewind(session.id, keep)
     for index in range(3, 10):
@@ -218,7 +218,7 @@ def compaction_history(runtime: Runtime) -> str:
 
 
 def event_kinds(runtime: Runtime, session_id: str) -> list[EventKind]:
-    return [event.kind for event in runtime.store.events(session_id)]
+    return [event.kind for event in runtime.parts.store.events(session_id)]
 
 
 MARKUP_MESSAGE = (

@@ -133,7 +133,7 @@ async def test_after_a_turn_the_total_is_measured_and_the_step_is_drawn(
         assert shown.source == "measured" and badge_text(shown) == "measured"
         assert shown.layers[2] > 0  # the working set holds the message and the reply
         assert app.session is not None
-        steps = input_steps(runtime.store.events(app.session.id))
+        steps = input_steps(runtime.parts.store.events(app.session.id))
         assert steps and app.conversation.meter.steps == steps
         text = visible_text(app.conversation.meter)
         assert "measured" in text and "input per step" in text and "estimate" not in text
@@ -167,7 +167,7 @@ async def test_every_model_call_of_a_turn_is_a_step(app: FoyaApp, runtime: Runti
     async with app.run_test(size=WIDE) as pilot:
         await send(pilot, "what files are in this project?")
         assert app.session is not None
-        steps = input_steps(runtime.store.events(app.session.id))
+        steps = input_steps(runtime.parts.store.events(app.session.id))
         assert len(steps) >= 2
         assert app.conversation.meter.steps == steps
 
@@ -179,7 +179,7 @@ async def test_a_route_switch_changes_header_and_meter_and_sends_nothing(
         await send(pilot, "hello")
         session = app.session
         assert session is not None
-        stored = len(runtime.store.events(session.id))
+        stored = len(runtime.parts.store.events(session.id))
 
         await switch_to(pilot, wait_until, "foya-sim/large")
         assert "foya-sim/large (simulator)" in header(app)
@@ -188,7 +188,7 @@ async def test_a_route_switch_changes_header_and_meter_and_sends_nothing(
         assert badge_text(shown) == NO_USAGE
         assert NO_USAGE in visible_text(app.conversation.meter)
         assert "window 32,768" in visible_text(app.conversation.meter)
-        assert len(runtime.store.events(session.id)) == stored  # a switch never sends anything
+        assert len(runtime.parts.store.events(session.id)) == stored  # a switch never sends anything
         assert session.route.model == "foya-sim/large"
 
         await switch_to(pilot, wait_until, "foya-sim/small")
@@ -208,7 +208,7 @@ async def test_a_switch_before_the_first_message_picks_the_new_sessions_route(
 
         await send(pilot, "hello")
         assert app.session is not None and app.session.route.model == "foya-sim/large"
-        usage = [e for e in runtime.store.events(app.session.id) if e.kind is EventKind.PROVIDER_USAGE]
+        usage = [e for e in runtime.parts.store.events(app.session.id) if e.kind is EventKind.PROVIDER_USAGE]
         assert [e.payload["model"] for e in usage] == ["foya-sim/large"]
         assert reading(app).source == "measured" and reading(app).model == "foya-sim/large"
 
@@ -324,7 +324,7 @@ async def test_resume_shows_the_next_request_and_the_earlier_steps(
     session = headless.new_session()
     for text in ("hello", "and again"):
         list(session.send(text))
-    expected = input_steps(headless.store.events(session.id))
+    expected = input_steps(headless.parts.store.events(session.id))
     assert len(expected) >= 2
 
     app = FoyaApp(make_runtime(), session_id=session.id)

@@ -264,7 +264,7 @@ async def test_undo_from_the_inspector_is_a_new_event_and_deletes_nothing(
     history: tuple[Runtime, str], wait_until: WaitUntil
 ) -> None:
     runtime, session_id = history
-    before = runtime.store.events(session_id)
+    before = runtime.parts.store.events(session_id)
     earlier, current = runtime.inspect(session_id).records
     app = FoyaApp(runtime, session_id=session_id)
     async with app.run_test(size=WIDE) as pilot:
@@ -280,7 +280,7 @@ async def test_undo_from_the_inspector_is_a_new_event_and_deletes_nothing(
             pilot, lambda: inspector.report is not None and inspector.report.current_id == earlier.id
         )
 
-        after = runtime.store.events(session_id)
+        after = runtime.parts.store.events(session_id)
         assert len(after) == len(before) + 1
         assert [(e.seq, e.kind) for e in after[:-1]] == [(e.seq, e.kind) for e in before]
         assert after[-1].kind is EventKind.COMPACTION_UNDONE
@@ -442,7 +442,7 @@ async def test_esc_cancels_a_running_compaction_and_leaves_no_checkpoint(
         await send(pilot, long_message(1))
         session = app.session
         assert session is not None
-        before = len(runtime.store.events(session.id))
+        before = len(runtime.parts.store.events(session.id))
         await pilot.press("ctrl+k")
         await wait_until(pilot, lambda: client.asked.is_set() and "manual: summarising" in meter_lines(app))
         assert screen.check_action("cancel_compaction", ()) and not screen.check_action("cancel_turn", ())
@@ -457,7 +457,7 @@ async def test_esc_cancels_a_running_compaction_and_leaves_no_checkpoint(
         report = runtime.inspect(session.id)
         assert report.records == () and report.current_id is None
         assert report.diagnostics[-1].payload["outcome"] == "cancelled"
-        events = runtime.store.events(session.id)
+        events = runtime.parts.store.events(session.id)
         assert len(events) == before + 1 and events[-1].kind is EventKind.COMPACTION_DIAGNOSTIC
         assert ("Compaction cancelled; nothing was written.", "information") in notifications(app)
         assert "last: manual · cancelled" in meter_lines(app)
@@ -559,7 +559,7 @@ async def test_blocks_know_the_seqs_of_their_events(app: FoyaApp, runtime: Runti
     async with app.run_test(size=WIDE) as pilot:
         await send(pilot, "what files are in this project?")
         user, reply = app.conversation.messages.blocks
-        events = runtime.store.events(app.session.id)  # type: ignore[union-attr]
+        events = runtime.parts.store.events(app.session.id)  # type: ignore[union-attr]
         messages = [e.seq for e in events if e.kind in (EventKind.ASSISTANT_MESSAGE, EventKind.TOOL_RESULT)]
         assert user.seq == user.last_seq == next(e.seq for e in events if e.kind is EventKind.USER_MESSAGE)
         assert (reply.seq, reply.last_seq) == (messages[0], messages[-1])
@@ -574,7 +574,7 @@ async def test_rewind_to_a_user_message_puts_its_text_back_into_the_prompt(
         screen = app.conversation
         session = app.session
         assert session is not None
-        before = runtime.store.events(session.id)
+        before = runtime.parts.store.events(session.id)
         target = screen.messages.blocks[2]
         assert (target.role, target.text) == ("user", "what files are in this project?")
         posted = record(app)
@@ -584,7 +584,7 @@ async def test_rewind_to_a_user_message_puts_its_text_back_into_the_prompt(
         prompt = screen.query_one(Prompt)
         assert prompt.text == "what files are in this project?" and prompt.has_focus
         assert [b.role for b in screen.messages.blocks] == ["user", "assistant"]
-        after = runtime.store.events(session.id)
+        after = runtime.parts.store.events(session.id)
         assert [(e.seq, e.kind) for e in after[:-1]] == [(e.seq, e.kind) for e in before]  # nothing deleted
         assert after[-1].kind is EventKind.REWIND and after[-1].payload == {"to_seq": target.seq - 1}  # type: ignore[operator]
         (reported,) = [m for m in of_type(posted, ContextReported)]
@@ -611,7 +611,7 @@ async def test_rewind_to_a_reply_keeps_its_tool_results(
         assert reply.role == "assistant" and len(reply.tools) == 2
         await rewind_confirmed(pilot, reply, wait_until)
         await wait_until(pilot, lambda: len(screen.messages.blocks) == 2 and screen.ready)
-        events = runtime.store.events(app.session.id)  # type: ignore[union-attr]
+        events = runtime.parts.store.events(app.session.id)  # type: ignore[union-attr]
         assert events[-1].kind is EventKind.REWIND and events[-1].payload["to_seq"] == reply.last_seq
         shown = screen.messages.blocks[1]
         assert [tool.status.startswith("✓") for tool in shown.tools] == [True, True]
@@ -626,14 +626,14 @@ async def test_a_rewind_the_runtime_refuses_is_an_error_notification(
         await send(pilot, "hello")
         screen = app.conversation
         reply = screen.messages.blocks[1]
-        before = len(runtime.store.events(app.session.id))  # type: ignore[union-attr]
+        before = len(runtime.parts.store.events(app.session.id))  # type: ignore[union-attr]
         # Its first event is the call of list_dir: a cut there would split it from its result.
         reply.last_seq = reply.seq
         await rewind_confirmed(pilot, reply, wait_until)
         await wait_until(pilot, lambda: any(s == "error" for _, s in notifications(app)))
         (error,) = [text for text, severity in notifications(app) if severity == "error"]
         assert "would separate tool calls from their results" in error and "\n" not in error
-        assert len(runtime.store.events(app.session.id)) == before  # type: ignore[union-attr]
+        assert len(runtime.parts.store.events(app.session.id)) == before  # type: ignore[union-attr]
         assert len(screen.messages.blocks) == 4 and screen.ready
 
 

@@ -54,7 +54,7 @@ async def test_hello_streams_a_reply_and_stores_the_turn(app: FoyaApp, runtime: 
         session = app.session
         assert session is not None
         assert f"session {session.info.short_id} · foya-sim/small (simulator)" in header(app)
-        events = runtime.store.events(session.id)
+        events = runtime.parts.store.events(session.id)
         kinds = [event.kind for event in events]
         assert EventKind.USER_MESSAGE in kinds and EventKind.ASSISTANT_MESSAGE in kinds
         stored = next(e for e in events if e.kind is EventKind.ASSISTANT_MESSAGE)

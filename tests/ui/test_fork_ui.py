@@ -57,7 +57,7 @@ def message_kinds(runtime: Runtime, session_id: str) -> list[tuple[str, Any]]:
     """(role, text) of each imported message of a fork, as `foya import` stored it."""
     return [
         (event.payload["role"], event.payload.get("content"))
-        for event in runtime.store.events(session_id)
+        for event in runtime.parts.store.events(session_id)
         if event.kind is EventKind.IMPORTED_MESSAGE
     ]
 
@@ -70,7 +70,7 @@ async def test_f_on_a_reply_forks_a_session_that_ends_with_it(
             await send(pilot, text)
         source = app.session
         assert source is not None
-        before = runtime.store.events(source.id)
+        before = runtime.parts.store.events(source.id)
         reply = app.conversation.messages.blocks[3]
         assert reply.role == "assistant" and len(reply.tools) == 2 and reply.last_seq is not None
         expected = shown(app)[:4]
@@ -83,7 +83,7 @@ async def test_f_on_a_reply_forks_a_session_that_ends_with_it(
         # The fork holds the conversation through the reply and its tool results, and is on screen.
         assert shown(app) == expected
         assert [len(block.tools) for block in app.conversation.messages.blocks] == tools
-        info = runtime.store.get_session(fork_id)
+        info = runtime.parts.store.get_session(fork_id)
         assert info.metadata["forked_from"] == {"session": source.id, "seq": reply.last_seq}
         imported = message_kinds(runtime, fork_id)
         users = [text for role, text in imported if role == "user"]
@@ -95,14 +95,14 @@ async def test_f_on_a_reply_forks_a_session_that_ends_with_it(
         assert note.startswith(f"Forked session {source.info.short_id} through seq {reply.last_seq} into ")
         assert f"{source.info.short_id} is unchanged" in note and "\n" not in note
         # The source is exactly as it was.
-        assert runtime.store.events(source.id) == before
+        assert runtime.parts.store.events(source.id) == before
 
         # The fork is a session like any other: the next message goes to it.
         await send(pilot, "and then?")
-        events = runtime.store.events(fork_id)
+        events = runtime.parts.store.events(fork_id)
         texts = [e.payload.get("text") for e in events if e.kind is EventKind.USER_MESSAGE]
         assert texts == ["and then?"] and shown(app)[-2] == ("user", "and then?")
-        assert runtime.store.events(source.id) == before
+        assert runtime.parts.store.events(source.id) == before
 
 
 async def test_session_fork_forks_the_whole_conversation_without_the_handoff(
@@ -113,7 +113,7 @@ async def test_session_fork_forks_the_whole_conversation_without_the_handoff(
         runtime = open_runtime(tmp_path, clock=clock)
         try:
             source_id = pressure_history(runtime, clock)
-            source_events = runtime.store.events(source_id)
+            source_events = runtime.parts.store.events(source_id)
             assert any(event.kind is EventKind.HANDOFF for event in source_events)
             app = FoyaApp(runtime, session_id=source_id)
             async with app.run_test(size=WIDE) as pilot:
@@ -121,13 +121,13 @@ async def test_session_fork_forks_the_whole_conversation_without_the_handoff(
                 users = [text for role, text in shown(app) if role == "user"]
                 await command(pilot, "session: fork", wait_until)
                 fork_id = await forked(pilot, source_id, wait_until)
-                events = runtime.store.events(fork_id)
+                events = runtime.parts.store.events(fork_id)
                 # SPEC K-1: the reminder is stripped from forks; so are the snip records (the fork's
                 # budget starts afresh), and every message is there.
                 assert {event.kind for event in events} == {EventKind.IMPORTED_MESSAGE}
                 assert [text for role, text in shown(app) if role == "user"] == users
                 assert not any(block.notes for block in app.conversation.messages.blocks)
-                assert runtime.store.events(source_id) == source_events
+                assert runtime.parts.store.events(source_id) == source_events
         finally:
             runtime.close()
 
@@ -151,7 +151,7 @@ async def test_fork_here_needs_a_selected_message(app: FoyaApp, send: Send, wait
         assert shown(app) == [("user", "hello")]
         runtime = app.opened_runtime
         assert runtime is not None
-        assert runtime.store.get_session(fork_id).metadata["forked_from"]["seq"] == user.seq
+        assert runtime.parts.store.get_session(fork_id).metadata["forked_from"]["seq"] == user.seq
 
 
 async def test_a_fork_point_the_runtime_refuses_is_one_line(
@@ -161,7 +161,7 @@ async def test_a_fork_point_the_runtime_refuses_is_one_line(
         await send(pilot, "what files are in this project?")
         source = app.session
         assert source is not None
-        sessions = len(runtime.store.list_sessions())
+        sessions = len(runtime.parts.store.list_sessions())
         reply = app.conversation.messages.blocks[1]
         # Its first event is the call of list_dir: a fork there would split it from its result.
         reply.last_seq = reply.seq
@@ -170,7 +170,7 @@ async def test_a_fork_point_the_runtime_refuses_is_one_line(
         await wait_until(pilot, lambda: any(s == "error" for _, s in notifications(app)))
         (error,) = [text for text, severity in notifications(app) if severity == "error"]
         assert "would separate tool calls from their results" in error and "\n" not in error
-        assert len(runtime.store.list_sessions()) == sessions
+        assert len(runtime.parts.store.list_sessions()) == sessions
         assert app.session is source and app.conversation.ready
 
 

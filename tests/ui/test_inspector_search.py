@@ -210,7 +210,7 @@ async def test_s_lists_exactly_the_source_events_of_a_segment(
     assert earlier.checkpoint is not None
     segment = earlier.checkpoint.segments[0]
     rewound = report.rewound[0]
-    events = runtime.store.events(session_id)
+    events = runtime.parts.store.events(session_id)
     in_range = [e for e in events if segment.from_seq <= e.seq <= segment.through_seq]
     # What makes "exactly" mean something here: the range holds a rewound turn and events that are
     # not messages (usage records, a compaction's events, the rewind itself).
@@ -248,7 +248,7 @@ async def test_s_lists_exactly_the_source_events_of_a_segment(
         await wait_until(pilot, lambda: isinstance(app.screen, HistoryEventScreen))
         viewer = app.screen
         assert isinstance(viewer, HistoryEventScreen) and viewer.hit.seq == expected[0]
-        first = runtime.store.event(session_id, expected[0])
+        first = runtime.parts.store.event(session_id, expected[0])
         assert first is not None and viewer.prepared.text == message_body(str(first.kind), first.payload)[1]  # type: ignore[index]
         assert f"summarised by checkpoint {earlier.id[:8]}… seg 1 (earlier)" in visible_text(viewer)
 

@@ -131,7 +131,7 @@ async def test_a_stored_handoff_is_a_context_note_never_a_user_message_on_resume
     clock = SceneClock()
     runtime = scene(clock=clock)
     session_id = pressure_history(runtime, clock)
-    events = runtime.store.events(session_id)
+    events = runtime.parts.store.events(session_id)
     (handoff,) = [event for event in events if event.kind is EventKind.HANDOFF]
     assert handoff.payload["text"].startswith(HANDOFF_MARKER)
     app = FoyaApp(runtime, session_id=session_id)
@@ -181,7 +181,7 @@ async def test_live_handoff_and_snip_updates_show_the_notes_resume_shows(
         await wait_until(pilot, lambda: "handoff: reminder stored" in meter_text(app))
 
         # The same conversation read back from the store (as a resume builds it) ends the same way.
-        items = history_items(runtime.store.events(session_id))
+        items = history_items(runtime.parts.store.events(session_id))
         assert [item.role for item in items][-2:] == ["user", "assistant"]
         notes = [part for part in items[-1].parts if isinstance(part, ContextNote)]
         assert notes == [handoff_note(), snip_note("micro", 3, 960)]
@@ -206,7 +206,7 @@ async def test_a_turn_cancelled_after_its_notes_keeps_them(
         await wait_until(pilot, lambda: screen.ready)
         blocks = screen.messages.blocks
         assert [b.role for b in blocks] == ["user", "assistant"] and blocks[1].notes == [handoff_note().text]
-        items = history_items(runtime.store.events(app.session.id))  # type: ignore[union-attr]
+        items = history_items(runtime.parts.store.events(app.session.id))  # type: ignore[union-attr]
         assert [(i.role, i.parts) for i in items] == [("user", ()), ("assistant", (handoff_note(),))]
 
 
@@ -296,7 +296,7 @@ async def test_esc_cancels_a_budget_compaction_inside_a_turn_and_nothing_is_writ
             report = runtime.inspect(session.id)
             assert report.records == () and report.current_id is None  # no checkpoint was written
             assert report.diagnostics[-1].payload["outcome"] == "cancelled"
-            kinds = [event.kind for event in runtime.store.events(session.id)]
+            kinds = [event.kind for event in runtime.parts.store.events(session.id)]
             user = len(kinds) - 1 - kinds[::-1].index(EventKind.USER_MESSAGE)
             # After the message: the cancelled attempt's diagnostic, no checkpoint, snip or reply;
             # then the record that the turn was cancelled.

@@ -98,7 +98,7 @@ async def test_an_unknown_command_is_an_error_line_and_nothing_is_sent(
         await submit(pilot, "/frobnicate", wait_until)
         await wait_until(pilot, lambda: any("Unknown command /frobnicate" in line for line in markers(app)))
         assert app.conversation.messages.blocks == []
-        assert app.session is None and runtime.store.list_sessions() == []
+        assert app.session is None and runtime.parts.store.list_sessions() == []
         assert app.conversation.query_one(Prompt).text == "/frobnicate"  # kept, to be fixed
 
 
@@ -110,7 +110,7 @@ async def test_a_double_slash_sends_a_message_that_starts_with_a_slash(
         first = app.conversation.messages.blocks[0]
         assert (first.role, first.text) == ("user", "/compact means what?")
         assert app.session is not None
-        texts = [event.payload.get("text") for event in runtime.store.events(app.session.id)]
+        texts = [event.payload.get("text") for event in runtime.parts.store.events(app.session.id)]
         assert "/compact means what?" in texts
 
 
@@ -179,7 +179,7 @@ async def test_inspect_rewind_fork_and_new_commands(
 
         await submit(pilot, "/new", wait_until)
         await wait_until(pilot, lambda: app.session is None and app.conversation.messages.blocks == [])
-        assert len(runtime.store.list_sessions()) == 2
+        assert len(runtime.parts.store.list_sessions()) == 2
 
 
 @pytest.fixture

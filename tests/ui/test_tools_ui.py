@@ -78,7 +78,7 @@ def no_grace(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def tool_results(runtime: Runtime, session_id: str) -> list[Mapping[str, Any]]:
-    return [e.payload for e in runtime.store.events(session_id) if e.kind is EventKind.TOOL_RESULT]
+    return [e.payload for e in runtime.parts.store.events(session_id) if e.kind is EventKind.TOOL_RESULT]
 
 
 async def start_turn(pilot: Pilot[None], text: str, wait_until: WaitUntil) -> None:
@@ -423,7 +423,7 @@ async def test_a_ten_megabyte_result_does_not_freeze_the_app(
     text = "\n".join(f"line {index:07d} " + "x" * 80 for index in range(110_000))
     assert len(text) > 10_000_000
     runtime = scripted((call("h1", "huge_output"),), "that was big")
-    runtime.registry.register(HugeOutput(text))
+    runtime.parts.registry.register(HugeOutput(text))
     app = FoyaApp(runtime)
     async with app.run_test(size=SIZE) as pilot:
         await send(pilot, "make a lot of output")
