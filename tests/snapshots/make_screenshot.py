@@ -64,7 +64,22 @@ async def export_inspector_svg() -> str:
             runtime.close()
 
 
+PNG_FONTS = "DejaVu Sans Mono, Fira Code, monospace"
+"""What the PNG is drawn with: Textual's SVG asks for Fira Code from the web, which a renderer
+offline does not have, and a fallback without ✓ and ✗ draws them as boxes. DejaVu Sans Mono has
+both, and every box-drawing and block character the screens use."""
+
+
 def to_png(svg: Path, png: Path) -> bool:
+    source = svg.with_suffix(".render.svg")
+    source.write_text(svg.read_text(encoding="utf-8").replace("Fira Code, monospace", PNG_FONTS), "utf-8")
+    try:
+        return _render(source, png)
+    finally:
+        source.unlink()
+
+
+def _render(svg: Path, png: Path) -> bool:
     # cairosvg first: rsvg-convert drops the leading spaces of text runs ("config.toml(see").
     try:
         import cairosvg  # type: ignore[import-not-found]
