@@ -175,7 +175,8 @@ async def test_the_inspector_shows_lineage_segments_and_the_compaction_log(
 ) -> None:
     runtime, session_id = history
     expected = runtime.inspect(session_id)
-    earlier, current = expected.records
+    # The scene's first manual compaction left a fallback checkpoint that a rewind voided.
+    earlier, current = [r for r in expected.records if r.usable]
     assert current.id == expected.current_id and current.checkpoint and earlier.checkpoint
     app = FoyaApp(runtime, session_id=session_id)
     async with app.run_test(size=WIDE) as pilot:
@@ -265,7 +266,7 @@ async def test_undo_from_the_inspector_is_a_new_event_and_deletes_nothing(
 ) -> None:
     runtime, session_id = history
     before = runtime.parts.store.events(session_id)
-    earlier, current = runtime.inspect(session_id).records
+    earlier, current = [r for r in runtime.inspect(session_id).records if r.usable]
     app = FoyaApp(runtime, session_id=session_id)
     async with app.run_test(size=WIDE) as pilot:
         await wait_until(pilot, lambda: app.conversation.ready)
