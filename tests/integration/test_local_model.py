@@ -145,12 +145,17 @@ def test_a_compaction_validates_or_falls_back_and_the_projection_fits(
         session_id = rt.import_transcript(json.dumps(transcript).encode(), "steps.json").id
         # One turn first: the probe learns that this server does not see the tool definitions, which
         # otherwise take most of a 2,048 window in the estimate.
-        list(rt.open_session(session_id).send("continue"))
+        # That turn may compact by itself (its first request still counted the tools in full).
+        updates = list(rt.open_session(session_id).send("continue"))
+        in_turn = [u.result for u in updates if isinstance(u, CompactionFinished)]
         result = rt.parts.compaction.compact(
             session_id, rt.route_for(), Trigger.BUDGET, phase=Phase.STANDALONE
         )
-        assert result.outcome is Outcome.ACCEPTED, result.reason
-        assert result.producer in ("llm", "repaired", "fallback")
+        made = [r for r in (*in_turn, result) if r.outcome is Outcome.ACCEPTED]
+        assert made, (in_turn, result.reason)
+        assert result.outcome in (Outcome.ACCEPTED, Outcome.NOTHING_TO_COMPACT), result.reason
+        assert all(r.producer in ("llm", "repaired", "fallback") for r in made)
+        assert rt.inspect(session_id).current_id is not None
         view = rt.context(session_id)
         assert view.estimate.total <= view.budget.input_budget
         assert rt.verify(session_id).ok

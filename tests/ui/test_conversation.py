@@ -377,7 +377,7 @@ async def test_a_runtime_factory_is_opened_in_a_worker_after_the_first_frame(
         await pilot.press(*"hello", "enter")
         await wait_until(pilot, lambda: len(roles(app)) == 2 and app.conversation.ready)
         assert app.session is not None
-        assert len(opened[0].store.events(app.session.id)) == 3
+        assert len(opened[0].events(app.session.id)) == 3
 
 
 async def test_resume_continues_on_the_model_of_the_last_reply(
