@@ -234,26 +234,13 @@ class Bridge(Widget):
     @work(thread=True, exclusive=True, group="session", exit_on_error=False)
     def start(self, session_id: str | None = None) -> None:
         """Resolve the route, then resume `session_id` (posting its history) or wait for a first send."""
-        from foya_tui.runtime.model import EventKind
-
         try:
             runtime = self._open()
             self._route = runtime.route_for(self._model)
             if session_id is not None:
                 # Without --model a resumed session continues on the model of its last reply.
                 session = runtime.open_session(session_id, self._route if self._model else None)
-                self._route = session.route
-                self._session = session
-                # What the screen shows first (the newest page), then the meter's numbers: never
-                # the whole log (tests/bench/bench_tui_scale.py).
-                self._shown_seq = runtime.last_seq(session.id)
-                items, has_older = newest_page(runtime, session.id)
-                self.post_message(SessionOpened(session, items, has_older=has_older))
-                self._post_next_request(runtime, session)
-                last = last_compaction(runtime.events_of_kind(session.id, EventKind.COMPACTION_DIAGNOSTIC))
-                if last is not None:
-                    self.post_message(LastCompactionRead(last))
-                self._post_index_problem(runtime)
+                self._show_opened(runtime, session)
                 return
         except Exception as exc:
             self.post_message(BridgeFailed(one_line(exc)))
@@ -718,7 +705,6 @@ class Bridge(Widget):
             self.post_message(BridgeFailed(one_line(exc)))
 
     def _open_stored(self, runtime: Runtime, session_id: str) -> None:
-        from foya_tui.runtime.model import EventKind
         from foya_tui.runtime.runtime import SessionBusy
 
         session = runtime.open_session(session_id)
@@ -727,15 +713,25 @@ class Bridge(Widget):
             runtime.claim(session.id).release()
         except SessionBusy as exc:
             busy = f"{one_line(exc)}: you can read it; your messages are refused until it stops"
+        self._session, self._route = session, session.route  # before the screen hears of the switch
+        self.post_message(SessionSwitched(session, busy))
+        self._show_opened(runtime, session)
+
+    def _show_opened(self, runtime: Runtime, session: Session) -> None:
+        """Make `session` the open one and post what the screen shows of it: the newest page first,
+        then the meter's numbers, the last compaction and an index problem; never the whole log
+        (tests/bench/bench_tui_scale.py)."""
+        from foya_tui.runtime.model import EventKind
+
         self._session, self._route = session, session.route
         self._shown_seq = runtime.last_seq(session.id)
-        self.post_message(SessionSwitched(session, busy))
         items, has_older = newest_page(runtime, session.id)
         self.post_message(SessionOpened(session, items, has_older=has_older))
         self._post_next_request(runtime, session)
         last = last_compaction(runtime.events_of_kind(session.id, EventKind.COMPACTION_DIAGNOSTIC))
         if last is not None:
             self.post_message(LastCompactionRead(last))
+        self._post_index_problem(runtime)
 
     @work(thread=True, exclusive=True, group="history", exit_on_error=False)
     def open_origin(self) -> None:

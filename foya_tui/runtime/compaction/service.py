@@ -65,7 +65,6 @@ from foya_tui.runtime.compaction.text import (
     RequestOverflow,
     SummaryFailed,
 )
-from foya_tui.runtime.context.budget import Budget
 from foya_tui.runtime.context.compiler import ContextCompiler
 from foya_tui.runtime.context.request import MessageSequence, RequestView
 from foya_tui.runtime.model import Event, EventKind, NewEvent, Usage
@@ -364,8 +363,19 @@ class CompactionService:
                 reason = f"cannot reduce further: an equivalent attempt failed ({known[attempt.fingerprint]})"
                 raise _PathFailed(self._end(attempt, Outcome.SUPPRESSED, reason))
             try:
-                candidate = self._candidate(
-                    snapshot, base, plan, summary_route, budget, source, cancel, attempt
+                candidate = text_candidate(
+                    snapshot,
+                    base,
+                    plan,
+                    summary_route,
+                    budget,
+                    source,
+                    cancel,
+                    attempt,
+                    covered=self._covered_events(session_id, plan),
+                    compactor=self._compactor,
+                    settings=self._settings,
+                    now=self._events.timestamp,
                 )
             except RequestOverflow as overflow:
                 smaller = self._backed_off(session_id, summary_route, plan)
@@ -570,33 +580,6 @@ class CompactionService:
         )
 
     # -- making a candidate ---------------------------------------------------------------
-
-    def _candidate(
-        self,
-        snapshot: HistorySnapshot,
-        base: Checkpoint | None,
-        plan: Plan,
-        route: Route,
-        budget: Budget,
-        source: str,
-        cancel: CancelToken,
-        attempt: Attempt,
-    ) -> Checkpoint:
-        """The text summariser's candidate on `route` (see candidates.text_candidate)."""
-        return text_candidate(
-            snapshot,
-            base,
-            plan,
-            route,
-            budget,
-            source,
-            cancel,
-            attempt,
-            covered=self._covered_events(snapshot.session_id, plan),
-            compactor=self._compactor,
-            settings=self._settings,
-            now=self._events.timestamp,
-        )
 
     def _native_candidate(
         self,
