@@ -192,12 +192,17 @@ def test_units_keep_parallel_batches_and_repeated_ids_whole() -> None:
     assert [(u.first_seq, u.last_seq) for u in units[4:7]] == [(6, 7), (8, 8), (9, 9)]
 
 
+def _anchor_seq(log: MessageLog) -> int:
+    assert log.anchor_index is not None
+    return log.entries[log.anchor_index].seq
+
+
 def test_an_open_group_never_enters_the_prefix() -> None:
     messages = [*tool_turn(1), {"role": "user", "content": "go"}, *tool_turn(2)[1:2]]  # calls, no result
     log = _log(messages)
     assert log.open_group_seq == 6
     plan = plan_compaction(
-        log.entries, open_group_seq=6, anchor_index=log.anchor_index, covered_through=0,
+        units_of(log.entries, 6), anchor_seq=_anchor_seq(log), covered_through=0,
         phase=Phase.STANDALONE, mid_turn_min_steps=3,
     )  # fmt: skip
     assert isinstance(plan, Plan) and plan.through_seq < 6
@@ -210,12 +215,12 @@ def test_pre_turn_stops_before_the_anchor_and_mid_turn_keeps_the_latest_step() -
     log = _log(messages)
     anchor = log.entries[log.anchor_index].seq
     pre = plan_compaction(
-        log.entries, open_group_seq=None, anchor_index=log.anchor_index, covered_through=0,
+        units_of(log.entries), anchor_seq=anchor, covered_through=0,
         phase=Phase.PRE_TURN, mid_turn_min_steps=3,
     )  # fmt: skip
     assert isinstance(pre, Plan) and pre.through_seq == anchor - 1
     mid = plan_compaction(
-        log.entries, open_group_seq=None, anchor_index=log.anchor_index, covered_through=0,
+        units_of(log.entries), anchor_seq=anchor, covered_through=0,
         phase=None, mid_turn_min_steps=3,
     )  # fmt: skip
     assert isinstance(mid, Plan) and mid.phase is Phase.MID_TURN
@@ -223,12 +228,12 @@ def test_pre_turn_stops_before_the_anchor_and_mid_turn_keeps_the_latest_step() -
     assert mid.through_seq == last_step.first_seq - 1  # the latest complete step stays verbatim
     assert mid.anchor_seq == anchor
     too_few = plan_compaction(
-        log.entries, open_group_seq=None, anchor_index=log.anchor_index, covered_through=0,
+        units_of(log.entries), anchor_seq=anchor, covered_through=0,
         phase=Phase.MID_TURN, mid_turn_min_steps=9,
     )  # fmt: skip
     assert isinstance(too_few, NothingToCompact) and "9 complete steps" in too_few.reason
     covered = plan_compaction(
-        log.entries, open_group_seq=None, anchor_index=log.anchor_index, covered_through=mid.through_seq,
+        units_of(log.entries), anchor_seq=anchor, covered_through=mid.through_seq,
         phase=None, mid_turn_min_steps=3,
     )  # fmt: skip
     assert isinstance(covered, NothingToCompact)

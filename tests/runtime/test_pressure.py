@@ -501,9 +501,8 @@ def test_a_turn_of_large_steps_compacts_mid_turn_below_the_preferred_step_count(
         session_id = import_session(runtime, [{"role": "user", "content": "read both"}, *steps])
         snapshot = runtime.parts.compiler.snapshot(session_id)
         plan = plan_compaction(
-            snapshot.entries,
-            open_group_seq=None,
-            anchor_index=snapshot.anchor_index,
+            snapshot.units,
+            anchor_seq=snapshot.anchor_seq,
             covered_through=0,
             phase=None,
             mid_turn_min_steps=3,
@@ -512,9 +511,8 @@ def test_a_turn_of_large_steps_compacts_mid_turn_below_the_preferred_step_count(
         assert [unit.first_seq for unit in plan.units] == [1, 2]
         # asked for explicitly, mid_turn still wants its configured number of steps
         explicit = plan_compaction(
-            snapshot.entries,
-            open_group_seq=None,
-            anchor_index=snapshot.anchor_index,
+            snapshot.units,
+            anchor_seq=snapshot.anchor_seq,
             covered_through=0,
             phase=Phase.MID_TURN,
             mid_turn_min_steps=3,

@@ -7,12 +7,12 @@ phase and how many of them a checkpoint covers.
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from foya_tui.runtime.view.checkpoint import Phase
-from foya_tui.runtime.view.groups import Unit, units_of
-from foya_tui.runtime.view.history import LogEntry
+from foya_tui.runtime.view.groups import Unit
 
 
 @dataclass(frozen=True)
@@ -50,15 +50,15 @@ class NothingToCompact:
 
 
 def plan_compaction(
-    entries: Sequence[LogEntry],
+    units: Sequence[Unit],
     *,
-    open_group_seq: int | None,
-    anchor_index: int | None,
+    anchor_seq: int | None,
     covered_through: int,
     phase: Phase | None,
     mid_turn_min_steps: int,
 ) -> Plan | NothingToCompact:
-    """Plan a compaction of `entries` (valid history's messages) beyond `covered_through`.
+    """Plan a compaction of valid history, given as its complete `units` (`view/groups.py`, the
+    open group left out), beyond `covered_through`.
 
     `phase` None lets the planner choose, as the budget and provider triggers do (SPEC C-2):
     mid_turn when at least `mid_turn_min_steps` complete steps follow the anchor, else pre_turn.
@@ -66,15 +66,14 @@ def plan_compaction(
     standalone re-insert it verbatim. The latest complete work step always stays verbatim. When
     pre_turn would find nothing (all before the anchor is covered) but two or more steps follow the
     anchor, mid_turn is chosen below `mid_turn_min_steps`: a turn of large steps must still shrink.
+
+    Units are in seq order, so every look-up here is a bisection or reads only the units after
+    the anchor: a plan costs the same at 1,000 and at 100,000 events (issue 17 item 4).
     """
-    units = units_of(entries, open_group_seq)
-    anchor_seq = (
-        entries[anchor_index].seq if anchor_index is not None and anchor_index < len(entries) else None
-    )
-    anchor_unit = next((i for i, unit in enumerate(units) if unit.first_seq == anchor_seq), None)
-    after_anchor = [
-        i for i, unit in enumerate(units) if unit.is_step and (anchor_unit is None or i > anchor_unit)
-    ]
+    first_seqs = _FirstSeqs(units)
+    anchor_unit = first_seqs.index_of(anchor_seq)
+    start = 0 if anchor_unit is None else anchor_unit + 1
+    after_anchor = [i for i in range(start, len(units)) if units[i].is_step]
     min_steps = mid_turn_min_steps
     if phase is None:
         phase = Phase.MID_TURN if len(after_anchor) >= mid_turn_min_steps else Phase.PRE_TURN
@@ -85,7 +84,7 @@ def plan_compaction(
         if (
             phase is Phase.PRE_TURN
             and len(after_anchor) >= 2
-            and all(unit.first_seq <= covered_through for unit in units[:anchor_unit])
+            and (not anchor_unit or units[anchor_unit - 1].first_seq <= covered_through)
         ):
             phase, min_steps = Phase.MID_TURN, 2
     if phase is Phase.PRE_TURN:
@@ -99,7 +98,8 @@ def plan_compaction(
             )
         # Everything before the latest complete work step (which stays verbatim: SPEC C-3).
         last = (after_anchor[-1] - 1) if after_anchor else len(units) - 1
-    covered = tuple(unit for unit in units[: last + 1] if unit.first_seq > covered_through)
+    first = first_seqs.first_after(covered_through)
+    covered = tuple(units[first : last + 1])
     if not covered:
         if covered_through:
             return NothingToCompact("everything that may be compacted is already covered by the checkpoint")
@@ -107,7 +107,7 @@ def plan_compaction(
         return NothingToCompact(
             "there is nothing old enough to compact yet: the latest request and its last step stay verbatim"
         )
-    if all(unit.first_seq == anchor_seq for unit in covered):
+    if len(covered) == 1 and covered[0].first_seq == anchor_seq:
         return NothingToCompact("only the anchor would be covered, and it stays verbatim")
     return Plan(
         phase=phase,
@@ -116,3 +116,27 @@ def plan_compaction(
         anchor_seq=anchor_seq,
         units=covered,
     )
+
+
+class _FirstSeqs(Sequence[int]):
+    """The units' first seqs as a sequence bisect can search, without copying them."""
+
+    def __init__(self, units: Sequence[Unit]) -> None:
+        self._units = units
+
+    def __len__(self) -> int:
+        return len(self._units)
+
+    def __getitem__(self, index: int) -> int:  # type: ignore[override]
+        return self._units[index].first_seq
+
+    def index_of(self, seq: int | None) -> int | None:
+        """The index of the unit that starts at `seq`, or None."""
+        if seq is None:
+            return None
+        index = bisect.bisect_left(self, seq)
+        return index if index < len(self._units) and self._units[index].first_seq == seq else None
+
+    def first_after(self, seq: int) -> int:
+        """The index of the first unit that starts after `seq`."""
+        return bisect.bisect_right(self, seq)

@@ -286,9 +286,8 @@ class CompactionService:
         self, snapshot: HistorySnapshot, base: Checkpoint | None, phase: Phase | None
     ) -> Plan | NothingToCompact:
         return plan_compaction(
-            snapshot.entries,
-            open_group_seq=snapshot.open_group_seq,
-            anchor_index=snapshot.anchor_index,
+            snapshot.units,
+            anchor_seq=snapshot.anchor_seq,
             covered_through=base.through_seq if base is not None else 0,
             phase=phase,
             mid_turn_min_steps=self._settings.mid_turn_min_steps,

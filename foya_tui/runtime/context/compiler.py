@@ -222,10 +222,12 @@ class ContextCompiler:
                 checkpoint = None
             else:
                 checkpoint = current.current if route is None else current.for_route(route.id)
+            open_group_seq = state.log.open_group_seq
             return HistorySnapshot(
                 session_id=session_id,
                 entries=tuple(state.log.entries),
-                open_group_seq=state.log.open_group_seq,
+                units=tuple(state.units.units(state.log.entries, open_group_seq)),
+                open_group_seq=open_group_seq,
                 anchor_index=state.log.anchor_index,
                 checkpoints=current,
                 checkpoint=checkpoint,

@@ -30,6 +30,7 @@ from foya_tui.runtime.tokens import (
     stored_count_key,
 )
 from foya_tui.runtime.view.checkpoint import Checkpoint, ProjectionKind
+from foya_tui.runtime.view.groups import UnitLog
 from foya_tui.runtime.view.handoff import EpochStatus, HandoffTracker
 from foya_tui.runtime.view.history import (
     LogEntry,
@@ -360,6 +361,8 @@ class SessionIndex:
         self.base_seq = 0
         """Events at or before this seq are not in the log: a checkpoint covers them (0: all read)."""
         self.log = MessageLog()
+        self.units = UnitLog()
+        """The log's atomic units, extended as it grows: what the compaction planner cuts."""
         self.seqs: list[int] = []
         self.roles: list[Role] = []
         self.usage_events: list[Event] = []

@@ -36,8 +36,12 @@ class Unit:
 
 def units_of(entries: Sequence[LogEntry], open_group_seq: int | None = None) -> list[Unit]:
     """The complete units of a message log, in order (the open group at the end left out)."""
+    return _scan(entries, 0, open_group_seq)
+
+
+def _scan(entries: Sequence[LogEntry], start: int, open_group_seq: int | None) -> list[Unit]:
+    """The complete units of entries[start:], `start` being the first entry of a unit."""
     units: list[Unit] = []
-    start = 0
     count = len(entries)
     while start < count:
         end = start
@@ -51,6 +55,33 @@ def units_of(entries: Sequence[LogEntry], open_group_seq: int | None = None) -> 
         units.append(Unit(start, end, min(seqs), max(seqs), head.role))
         start = end + 1
     return units
+
+
+class UnitLog:
+    """The units of one growing message log, kept between calls so that planning a compaction
+    costs what was appended since the last plan, not the whole history (issue 17 item 4).
+
+    A message log only ever grows at its end, so every unit that ends before the last entry is
+    final; the last one (a tool group may still get results) and an open group are scanned again
+    on the next call. A log that was replaced (a rebuild after a rewind) is scanned from the start.
+    """
+
+    def __init__(self) -> None:
+        self._source: Sequence[LogEntry] | None = None
+        self._final: list[Unit] = []
+        self._next = 0
+        """Index of the first entry not in a final unit."""
+
+    def units(self, entries: Sequence[LogEntry], open_group_seq: int | None) -> list[Unit]:
+        """units_of(entries, open_group_seq), from the final units of the previous call."""
+        if entries is not self._source or len(entries) < self._next:
+            self._source, self._final, self._next = entries, [], 0
+        tail = _scan(entries, self._next, open_group_seq)
+        final = tail if not tail or tail[-1].last < len(entries) - 1 else tail[:-1]
+        if final:
+            self._final.extend(final)
+            self._next = final[-1].last + 1
+        return [*self._final, *tail[len(final) :]]
 
 
 @dataclass(frozen=True)
@@ -78,4 +109,4 @@ def group_split(entries: Sequence[LogEntry], seq: int) -> GroupSplit | None:
     return None
 
 
-__all__ = ["GroupSplit", "Unit", "group_split", "units_of"]
+__all__ = ["GroupSplit", "Unit", "UnitLog", "group_split", "units_of"]

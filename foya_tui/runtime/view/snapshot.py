@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from foya_tui.runtime.view.checkpoint import Checkpoint
+from foya_tui.runtime.view.groups import Unit
 from foya_tui.runtime.view.history import LogEntry
 from foya_tui.runtime.view.recovery import CheckpointState
 
@@ -16,12 +17,21 @@ class HistorySnapshot:
 
     session_id: str
     entries: tuple[LogEntry, ...]
+    units: tuple[Unit, ...]
+    """The complete atomic units of `entries` (the open group left out): where a cut may fall."""
     open_group_seq: int | None
     anchor_index: int | None
     checkpoints: CheckpointState | None
     checkpoint: Checkpoint | None
     """The checkpoint the snapshot's route applies (SPEC R-2): the planner plans from what that
     route actually sees. Without a route, the current checkpoint."""
+
+    @property
+    def anchor_seq(self) -> int | None:
+        """The head anchor's seq: the latest user message (SPEC V)."""
+        if self.anchor_index is None or self.anchor_index >= len(self.entries):
+            return None
+        return self.entries[self.anchor_index].seq
 
     @property
     def current(self) -> Checkpoint | None:
