@@ -161,7 +161,9 @@ class CompactionSettings:
     """Seconds after the last provider call when its prompt cache counts as cold: older tool
     results are then cleared from the model's view (micro-compaction, SPEC K-3)."""
     recent_tool_turns: int = 3
-    """The most recent tool turns whose results micro-compaction and snip never touch (K-3, K-4)."""
+    """The most recent tool turns whose results micro-compaction and snip never touch (K-3, K-4);
+    fewer when their results would take more than a quarter of the input budget, never less than
+    the newest (`runtime/context/floor.py`)."""
 
 
 @dataclass(frozen=True)

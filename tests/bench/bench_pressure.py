@@ -20,6 +20,7 @@ cold cache or a step over the compaction line pays), first call and warm.
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import statistics
 import tempfile
@@ -28,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from foya_tui.paths import FoyaPaths
+from foya_tui.runtime.context import floor
 from foya_tui.runtime.model import EventKind, NewEvent
 from foya_tui.runtime.runtime import Runtime
 from foya_tui.settings import CompactionSettings, Settings, ToolSettings
@@ -80,7 +82,14 @@ def bench_exploration(turns: int, steps: int) -> None:
         print(f"{label} {turns * steps} exploration steps on {model}")
         with tempfile.TemporaryDirectory() as folder:
             full = _exploration(Path(folder) / "full", turns, steps, model)
-            no_snip = _exploration(Path(folder) / "nosnip", turns, steps, model, recent_tool_turns=1_000_000)
+            # Every tool turn recent: the setting out of reach, and no share of the budget to fit.
+            share, floor.RECENT_TOOL_SHARE = floor.RECENT_TOOL_SHARE, math.inf
+            try:
+                no_snip = _exploration(
+                    Path(folder) / "nosnip", turns, steps, model, recent_tool_turns=1_000_000
+                )
+            finally:
+                floor.RECENT_TOOL_SHARE = share
         _print_tally("full pipeline (micro, snip, handoff, LLM compaction, fallback)", *full)
         _print_tally("micro/snip off (every tool turn counts as recent)", *no_snip)
         compactions = sum(full[0].compactions.values()), sum(no_snip[0].compactions.values())

@@ -832,7 +832,8 @@ def test_cancelling_during_a_budget_compaction_ends_the_turn_and_writes_no_check
 ) -> None:
     client = _WaitsForCancel()
     with scripted_runtime(tmp_path, workdir, client) as runtime:
-        session_id = import_session(runtime, [m for i in range(12) for m in tool_turn(i, size=1500)])
+        # Enough turns that snipping the old results (their placeholders stay) cannot make room.
+        session_id = import_session(runtime, [m for i in range(40) for m in tool_turn(i, size=1500)])
         session = runtime.open_session(session_id)
         assert session.context().verdict == "compact"
         cancel = CancelToken()

@@ -19,14 +19,15 @@ from foya_tui.runtime.digests import sha256_hex
 from foya_tui.runtime.model import EventKind, NewEvent
 from foya_tui.runtime.runtime import Runtime
 from foya_tui.runtime.store import EventStore, SearchError, UnknownSessionError, open_database
-from foya_tui.runtime.tools.registry import HISTORY_EVENT_TOOL, HISTORY_SEARCH_TOOL, ToolContext
+from foya_tui.runtime.tools.registry import HISTORY_EVENT_TOOL, HISTORY_SEARCH_TOOL, TOOL_SEARCH, ToolContext
 from foya_tui.runtime.updates import ToolCallStarted, TurnFinished
 from tests.fakes.scripted import ScriptedClient
 from tests.runtime.test_compaction import import_session, scripted_runtime, summary, tool_turn
 
 
-def tool_names(runtime: Runtime, session_id: str) -> set[str]:
-    return {tool["function"]["name"] for tool in runtime.context(session_id).tools}
+def tool_names(runtime: Runtime, session_id: str, model: str | None = None) -> set[str]:
+    view = runtime.context(session_id, runtime.route_for(model) if model else None)
+    return {tool["function"]["name"] for tool in view.tools}
 
 
 @pytest.fixture
@@ -164,7 +165,9 @@ def test_the_model_gets_search_and_read_once_a_checkpoint_exists(scripted: Runti
     assert not tool_names(scripted, session_id) & {HISTORY_SEARCH_TOOL, HISTORY_EVENT_TOOL}
     checkpoint = scripted.compact(session_id).checkpoint
     assert checkpoint is not None
-    assert {HISTORY_SEARCH_TOOL, HISTORY_EVENT_TOOL} <= tool_names(scripted, session_id)
+    assert {HISTORY_SEARCH_TOOL, HISTORY_EVENT_TOOL} <= tool_names(scripted, session_id, "foya-sim/large")
+    # On a small window they wait for tool_search, which names them (issue 17 item 5).
+    assert TOOL_SEARCH in tool_names(scripted, session_id)
     context = ToolContext(
         workdir=Path("."),
         session_id=session_id,
@@ -237,8 +240,13 @@ def test_the_simulator_recalls_what_a_checkpoint_summarised(runtime: Runtime) ->
     messages[0]["content"] = "Note: the staging database is called heron-db-7."
     session_id = import_session(runtime, messages)
     assert runtime.compact(session_id).outcome is Outcome.ACCEPTED
-    session = runtime.open_session(session_id)
-    updates = list(session.send("search the history for heron-db-7"))
-    calls = [u for u in updates if isinstance(u, ToolCallStarted)]
-    assert [call.name for call in calls] == [HISTORY_SEARCH_TOOL]
-    assert isinstance(updates[-1], TurnFinished) and "heron-db-7" in updates[-1].text
+    for model, expected in (
+        ("foya-sim/large", [HISTORY_SEARCH_TOOL]),
+        # A small window's recall tools wait behind tool_search, which loads them.
+        ("foya-sim/small", [TOOL_SEARCH, HISTORY_SEARCH_TOOL]),
+    ):
+        session = runtime.open_session(session_id, runtime.route_for(model))
+        updates = list(session.send("search the history for heron-db-7"))
+        calls = [u for u in updates if isinstance(u, ToolCallStarted)]
+        assert [call.name for call in calls] == expected
+        assert isinstance(updates[-1], TurnFinished) and "heron-db-7" in updates[-1].text

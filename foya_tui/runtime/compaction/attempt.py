@@ -192,9 +192,7 @@ class Attempt:
             phase=str(plan.phase) if plan is not None else self.phase,
             stage=self.stage,
             outcome=outcome,
-            messages_covered=sum(unit.last - unit.first + 1 for unit in plan.units)
-            if plan is not None
-            else 0,
+            messages_covered=plan.message_count if plan is not None else 0,
             tokens_before=self.tokens_before,
             tokens_after=tokens_after,
             reason=reason,

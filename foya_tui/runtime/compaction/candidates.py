@@ -34,6 +34,7 @@ from foya_tui.runtime.compaction.summary import (
 )
 from foya_tui.runtime.compaction.text import CompactionCancelled, Compactor
 from foya_tui.runtime.context.budget import Budget
+from foya_tui.runtime.context.floor import summary_target_tokens
 from foya_tui.runtime.model import Event
 from foya_tui.runtime.providers.client import CancelToken
 from foya_tui.runtime.providers.routes import Route
@@ -92,6 +93,7 @@ def text_candidate(
     counter = counter_for_model(route.model)
     limit = summary_input_limit(budget, settings.summary_max_tokens)
     ledger_chars = ledger_budget_chars(budget.window, settings.ledger_chars)
+    length = summary_target_tokens(budget.window, settings.summary_max_tokens)
     ledger = extract_ledger(covered, ledger_chars, earlier=base.ledger if base is not None else None)
     append = appends(base, current, plan)
     previous = [
@@ -156,7 +158,7 @@ def text_candidate(
         shown, digest = (
             earlier_context(earlier, counter, earlier_room + spare) if not previous_part else ((), False)
         )
-        context = SummaryContext(anchor, shown, digest)
+        context = SummaryContext(anchor, shown, digest, length)
 
         def build(reasons: Sequence[str], shrink: int) -> tuple[dict[str, Any], ...] | None:
             lines: Sequence[str] = ()
@@ -309,8 +311,7 @@ def candidate_checkpoint(
         created_at=created_at,
         tokens_before=0,
         tokens_after=0,
-        covered_messages=(base.covered_messages if base is not None else 0)
-        + sum(unit.last - unit.first + 1 for unit in plan.units),
+        covered_messages=(base.covered_messages if base is not None else 0) + plan.message_count,
         producer=str(producer),
         ledger=ledger,
         native_state=native_state,

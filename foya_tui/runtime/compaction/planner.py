@@ -28,6 +28,11 @@ class Plan:
     units: tuple[Unit, ...]
     """The units newly covered, in order."""
 
+    @property
+    def message_count(self) -> int:
+        """The messages the plan covers: its units are one contiguous run of the message log."""
+        return self.units[-1].last - self.units[0].first + 1
+
     def backed_off(self, through_seq: int) -> Plan | None:
         """This plan covering no further than `through_seq` (at a unit end), or None if nothing is left.
 

@@ -22,6 +22,7 @@ from foya_tui.runtime.providers.summary_format import (
     COMPACTION_MARKER,
     EARLIER_SUMMARY_TAG,
     IMAGE_PLACEHOLDER,
+    LENGTH_LINE,
     MUST_MENTION_DIRECTIVE,
     MUST_MENTION_PATH,
     MUST_MENTION_READ,
@@ -174,6 +175,8 @@ class SummaryContext:
     digest: bool = False
     """The earlier segments are shortened to their Goal and Next Steps (the plan could not afford
     them whole)."""
+    length: int | None = None
+    """The summary's length in tokens the request asks for (`context/floor.py`); None: no line."""
 
 
 TAG_TOKENS = 16
@@ -307,6 +310,8 @@ def request_messages(
         parts.append(REPAIR_INSTRUCTION)
     else:
         parts.append("Write the checkpoint summary of the history above now.")
+    if context.length is not None:
+        parts.append(LENGTH_LINE.format(tokens=context.length))
     return (
         {"role": "system", "content": SYSTEM_PROMPT},
         {"role": "user", "content": "\n".join(parts)},

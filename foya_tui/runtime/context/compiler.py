@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from foya_tui.runtime.context.budget import Budget, compute_budget
+from foya_tui.runtime.context.floor import brief_tool_schemas, recent_tool_turns
 from foya_tui.runtime.context.index import SessionIndex, TokenColumn, VisibleColumn, snipped_key
 from foya_tui.runtime.context.report import LayerTokens
 from foya_tui.runtime.context.request import MessageSequence, RequestView
@@ -128,6 +129,8 @@ class ContextCompiler:
         self._sessions_lock = threading.Lock()
         self._max_sessions = max(1, max_sessions)
         self._data_urls: dict[str, str] = {}
+        self._full_tool_tokens: dict[str, int] = {}
+        """By encoding: what every tool schema a request may carry counts in full."""
 
     def _state(self, session_id: str) -> SessionIndex:
         with self._sessions_lock:
@@ -177,6 +180,20 @@ class ContextCompiler:
         overrides = self._settings.model_settings(route.model)
         info = model_info(route.model, overrides)
         return compute_budget(info.window, overrides.max_input, last_output_tokens, self._settings.budget)
+
+    def brief_tools(self, route: Route) -> bool:
+        """Whether requests on `route` carry the small window's tool schemas (`context/floor.py`):
+        decided by the window alone, so a route's tool definitions never change between steps
+        (a change would void the provider's prompt cache)."""
+        if self._registry is None:
+            return False
+        counter = counter_for_model(route.model)
+        full = self._full_tool_tokens.get(counter.name)
+        if full is None:
+            schemas = self._registry.visible_schemas(include_history_read=True, include_recall=True)
+            full = self._full_tool_tokens[counter.name] = _tool_tokens(schemas, counter)
+        window = model_info(route.model, self._settings.model_settings(route.model)).window
+        return brief_tool_schemas(full, window)
 
     def compile(
         self,
@@ -275,7 +292,25 @@ class ContextCompiler:
             open_seq = state.log.open_group_seq
             if turns and entries[state.turn_starts[-1]].seq == open_seq:
                 turns -= 1  # calls still waiting: not a complete tool turn, and never touched
-            older = max(0, turns - self._settings.compaction.recent_tool_turns)
+
+            def seen_tokens(index: int) -> int:
+                """What the result at `index` takes in the request now: in full, or shortened by T-1."""
+                if entries[index].seq in shortened:
+                    return column.shortened_tokens(index) or column.tokens_of(index)
+                return column.tokens_of(index)
+
+            def turn_tokens(turn: int) -> int:
+                first, last = state.turn_starts[turn] + 1, state.turn_ends[turn]
+                return sum(0 if visible.is_snipped(i) else seen_tokens(i) for i in range(first, last + 1))
+
+            # The recent window holds the newest turns while they fit their share of the budget:
+            # on a small window, one file read can be all of it (context/floor.py).
+            recent = recent_tool_turns(
+                (turn_tokens(turn) for turn in range(turns - 1, -1, -1)),
+                view.budget.input_budget,
+                self._settings.compaction.recent_tool_turns,
+            )
+            older = max(0, turns - recent)
             candidates: list[SnipCandidate] = []
             first_turn = max(0, bisect.bisect_right(state.turn_starts, start) - 1)
             for turn in range(first_turn, older):
@@ -284,9 +319,7 @@ class ContextCompiler:
                         continue
                     entry = entries[index]
                     placeholder_tokens = column.placeholder(index, entry, state.tool_name)[1]
-                    seen = column.tokens_of(index)
-                    if entry.seq in shortened:
-                        seen = column.shortened_tokens(index) or seen
+                    seen = seen_tokens(index)
                     if placeholder_tokens >= seen:
                         continue
                     name = state.tool_name(index)
@@ -481,6 +514,7 @@ class ContextCompiler:
         tail_tokens = sum(message_tokens(entry.openai, counter) for entry in tail)
         pinned = message_tokens(system, counter) + TOKENS_PER_REPLY
         activated = state.activated_since(entries[anchor].seq if anchor < count else None)
+        brief = self.brief_tools(route)
         snipped_seqs = view.seqs_from(start)
 
         def tool_schemas(include_history_read: bool) -> tuple[Mapping[str, Any], ...]:
@@ -492,6 +526,8 @@ class ContextCompiler:
                 activated,
                 include_history_read=include_history_read,
                 include_recall=checkpoint is not None or bool(long_forms) or reinsert_long,
+                include_event_reader=bool(long_forms) or reinsert_long,
+                brief=brief,
             )
             return tuple(schemas)
 

@@ -42,7 +42,9 @@ cannot afford them whole they come as a digest (`digest="true"`: each segment's 
 Steps, shortened).
 A transcript line starts with `[seq N]`; images appear as `IMAGE_PLACEHOLDER`, never as bytes.
 `<must-mention>` lists what the summary must name (modified paths, user directives, files read); `<repair>`
-appears only in the one shorter repair request and lists what the first candidate lacked.
+appears only in the one shorter repair request and lists what the first candidate lacked. The
+user message ends with `LENGTH_LINE`, the length the summary is asked to keep to: a share of the
+route's window, so that a checkpoint on a small window leaves room for the work that follows.
 """
 
 from __future__ import annotations
@@ -52,8 +54,12 @@ import re
 COMPACTION_MARKER = "[foya:compaction-request v1]"
 """First line of a compaction request's system message: how a provider (the simulator) knows it."""
 
-PROMPT_VERSION = "foya-summary-v2"
+PROMPT_VERSION = "foya-summary-v3"
 """Changes whenever the prompt's wording changes: part of failure fingerprints (SPEC C-14)."""
+
+LENGTH_LINE = "Keep the whole summary under about {tokens:,} tokens."
+"""The last line of a request that asks for a length (the window's share, `context/floor.py`)."""
+_LENGTH = re.compile(r"^Keep the whole summary under about ([\d,]+) tokens\.$", re.MULTILINE)
 
 SECTION_TITLES = ("Goal", "Progress", "Key Decisions", "Next Steps", "Critical Context")
 """The five sections of a text summary, in their required order (SPEC C-8)."""
@@ -102,3 +108,9 @@ def open_tag(tag: str, **attributes: object) -> str:
 
 def close_tag(tag: str) -> str:
     return f"</{tag}>"
+
+
+def requested_length(text: str) -> int | None:
+    """The length in tokens a request's LENGTH_LINE asks for, or None when it asks for none."""
+    found = _LENGTH.findall(text)
+    return int(found[-1].replace(",", "")) if found else None

@@ -57,17 +57,43 @@ class ToolSpec:
     parameters: Mapping[str, Any]
     visibility: Visibility = Visibility.DIRECT
     effect: Effect = Effect.READ_ONLY
+    brief: str = ""
+    """The description sent on a small window (`context/floor.py`): one short sentence. Empty:
+    the first sentence of `description`."""
 
-    def schema(self) -> dict[str, Any]:
-        """The OpenAI `tools` entry for this tool."""
+    def schema(self, *, brief: bool = False) -> dict[str, Any]:
+        """The OpenAI `tools` entry for this tool; `brief`, the small window's form: the brief
+        description, and the parameters without their descriptions (types, enums and what is
+        required stay: they are what a call is checked against)."""
+        if not brief:
+            return {
+                "type": "function",
+                "function": {
+                    "name": self.name,
+                    "description": self.description,
+                    "parameters": dict(self.parameters),
+                },
+            }
+        parameters = dict(self.parameters)
+        properties = parameters.get("properties")
+        if isinstance(properties, Mapping):
+            parameters["properties"] = {
+                name: {key: value for key, value in schema.items() if key != "description"}
+                if isinstance(schema, Mapping)
+                else schema
+                for name, schema in properties.items()
+            }
         return {
             "type": "function",
-            "function": {
-                "name": self.name,
-                "description": self.description,
-                "parameters": dict(self.parameters),
-            },
+            "function": {"name": self.name, "description": self.brief_description, "parameters": parameters},
         }
+
+    @property
+    def brief_description(self) -> str:
+        if self.brief:
+            return self.brief
+        first, dot, _ = self.description.partition(". ")
+        return first + dot.strip()
 
 
 @dataclass(frozen=True)
@@ -192,6 +218,10 @@ class ToolSearch:
                 "description (case-insensitive; every word must match; an empty query lists them all). "
                 "Matching tools become callable from your next step."
             ),
+            brief=(
+                "Load tools not shown yet by words in their name or description (history_search and "
+                "history_read search and read the whole session history); callable from your next step."
+            ),
             parameters={
                 "type": "object",
                 "properties": {"query": {"type": "string", "description": "Words to look for."}},
@@ -202,7 +232,13 @@ class ToolSearch:
     def run(self, arguments: Mapping[str, Any], context: ToolContext) -> ToolResult:
         query = str(arguments.get("query") or "")
         words = query.lower().split()
-        deferred = [spec for spec in self._registry.specs() if spec.visibility is Visibility.DEFERRED]
+        # The recall tools too: a small window defers them until they are looked for (X-9).
+        deferred = [
+            spec
+            for spec in self._registry.specs()
+            if spec.visibility is Visibility.DEFERRED
+            or (spec.name in RECALL_TOOLS and spec.visibility is not Visibility.HIDDEN)
+        ]
         found = [
             spec
             for spec in deferred
@@ -258,29 +294,39 @@ class ToolRegistry:
         *,
         include_history_read: bool = False,
         include_recall: bool = False,
+        include_event_reader: bool = False,
+        brief: bool = False,
     ) -> list[dict[str, Any]]:
         """Schemas to send for one step (SPEC X-9).
 
         Direct tools, deferred tools named in `activated` (found by `tool_search` this turn), and
         `tool_search` itself when any deferred tool exists; hidden tools never. The large-result
         reader is sent only with `include_history_read` (the projection holds a shortened result),
-        the recall tools only with `include_recall` (a checkpoint summarises part of history).
+        the recall tools only with `include_recall` (a checkpoint summarises part of history),
+        `history_read` also with `include_event_reader` (a message is shown cut around a pointer to
+        it, SPEC T-4). `brief` is a small window's form (`context/floor.py`): short descriptions,
+        and the recall tools deferred like any deferred tool, `tool_search` saying that it loads
+        them; a tool a pointer in the projection names is never deferred.
         """
         schemas = []
+        recall_waiting = False
         for tool in self._tools.values():
             spec = tool.spec
             if spec.name == HISTORY_READ_TOOL:
                 shown = include_history_read and spec.visibility is not Visibility.HIDDEN
             elif spec.name in RECALL_TOOLS:
-                shown = include_recall and spec.visibility is not Visibility.HIDDEN
+                pointed = include_event_reader and spec.name == HISTORY_EVENT_TOOL
+                shown = (include_recall or pointed) and spec.visibility is not Visibility.HIDDEN
+                if shown and brief and not pointed and spec.name not in activated:
+                    shown, recall_waiting = False, True
             elif spec.visibility is Visibility.DIRECT:
                 shown = True
             else:
                 shown = spec.visibility is Visibility.DEFERRED and spec.name in activated
             if shown:
-                schemas.append(spec.schema())
-        if self._has_deferred():
-            schemas.append(self._search.spec.schema())
+                schemas.append(spec.schema(brief=brief))
+        if self._has_deferred() or recall_waiting:
+            schemas.append(self._search.spec.schema(brief=brief))
         return schemas
 
     def _callable_names(self) -> list[str]:

@@ -202,8 +202,12 @@ def plan_tool_calls(messages: Sequence[Mapping[str, Any]], available: frozenset[
 
     if messages[-1].get("role") == "user":
         # Once a checkpoint summarises history, what was said before it is searched, not grepped.
-        if (recall := _RECALL.search(request)) and "history_search" in available:
-            return call("history_search", {"query": recall.group(1).strip(), "scope": "all"})
+        if recall := _RECALL.search(request):
+            if "history_search" in available:
+                return call("history_search", {"query": recall.group(1).strip(), "scope": "all"})
+            # A small window sends the recall tools only once tool_search has loaded them.
+            if "tool_search" in available:
+                return call("tool_search", {"query": "history_search"})
         if (search := _SEARCH.search(request)) and "grep" in available:
             return call("grep", {"pattern": re.escape(search.group(1)), "ignore_case": True})
         if read := _FILE_TOKEN.search(request):
@@ -213,6 +217,13 @@ def plan_tool_calls(messages: Sequence[Mapping[str, Any]], available: frozenset[
         return ()
     if messages[-1].get("role") != "tool":
         return ()
+    if (
+        done
+        and done[-1][0] == "tool_search"
+        and "history_search" not in done_names
+        and (recall := _RECALL.search(request))
+    ):
+        return call("history_search", {"query": recall.group(1).strip(), "scope": "all"})
     # A result of this turn was shortened for the model: read it back once, as T-2 intends.
     if "history_read_tool_result" not in done_names:
         for _, content in _turn_tool_results(messages):

@@ -26,6 +26,7 @@ from foya_tui.runtime.providers.summary_format import (
     SECTION_TITLES,
     TRANSCRIPT_TAG,
     blocks,
+    requested_length,
 )
 from foya_tui.runtime.text import content_text
 from foya_tui.runtime.tokens import TokenCounter
@@ -66,6 +67,8 @@ class CompactionInput:
     """The user's request every request carries (`<user-request>`), whatever it summarises."""
     earlier: tuple[Mapping[str, str], ...] = ()
     """Read-only earlier segments' sections (title → body), oldest first: context, not input."""
+    length: int | None = None
+    """The length in tokens the request asks the summary to keep to (its LENGTH_LINE)."""
 
 
 _SEQ_LINE = re.compile(r"^\[seq (\d+)\] ?(.*)$")
@@ -139,7 +142,14 @@ def compaction_input(messages: Sequence[Mapping[str, Any]]) -> CompactionInput:
         elif tag == REPAIR_TAG:
             repair = True
     return CompactionInput(
-        tuple(entries), tuple(previous), tuple(ranges), tuple(must_mention), repair, anchor, tuple(earlier)
+        tuple(entries),
+        tuple(previous),
+        tuple(ranges),
+        tuple(must_mention),
+        repair,
+        anchor,
+        tuple(earlier),
+        requested_length(text),
     )
 
 
@@ -339,16 +349,18 @@ def _render(data: CompactionInput, detail: _Detail) -> str:
 
 
 def summarise(data: CompactionInput, counter: TokenCounter) -> str:
-    """A valid five-section summary (SPEC C-8, C-9) of at most SUMMARY_TOKEN_CAP tokens.
+    """A valid five-section summary (SPEC C-8, C-9) of at most SUMMARY_TOKEN_CAP tokens, or of the
+    length the request asks for when that is less (as a model keeps roughly to what it is asked).
 
     A repair request starts shorter. Must-mention lines are never dropped, so only a must-mention
     list near the cap by itself can make the summary exceed it.
     """
+    cap = min(SUMMARY_TOKEN_CAP, data.length) if data.length else SUMMARY_TOKEN_CAP
     levels = _DETAIL_LEVELS[_REPAIR_LEVEL:] if data.repair else _DETAIL_LEVELS
     text = ""
     for detail in levels:
         text = _render(data, detail)
-        if counter.count(text) <= SUMMARY_TOKEN_CAP:
+        if counter.count(text) <= cap:
             break
     return text
 
