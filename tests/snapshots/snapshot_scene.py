@@ -289,7 +289,7 @@ def recall_history(runtime: Runtime) -> str:
 
 
 PARSER_MODULES = 6
-LOG_LINES = 90
+LOG_LINES = 120
 
 
 def parser_transcript() -> list[dict[str, Any]]:
@@ -313,7 +313,7 @@ def parser_transcript() -> list[dict[str, Any]]:
 
 
 def failing_log(lines: int = LOG_LINES) -> str:
-    """A pasted log of about 2,000 tokens: enough to carry the session into the handoff band."""
+    """A pasted log of about 2,600 tokens: enough to carry the session into the handoff band."""
     rows = (
         f"12:{n // 60:02}:{n % 60:02} WARN parser_{n % 6 + 1} rule {n % 18} skipped token {n * 7} "
         f"at line {n * 3 + 1}"
@@ -333,7 +333,7 @@ def pressure_history(runtime: Runtime, clock: SceneClock, *, last_turn: bool = T
     - `failing_log` is sent: before its step, micro-compaction clears the three oldest tool results
       from the model's view (−960 tokens, SPEC K-3), and what is left is still in the handoff band,
       so the hidden handoff reminder is stored (K-1); the simulator's reply starts with its execution
-      frontier. The next request: about 5,450 tokens, between the lines (5,017 and 5,734).
+      frontier. The next request: about 5,500 tokens, between the lines (5,017 and 5,734).
 
     With `last_turn=False` the log is not sent (the clock has moved on): a test sends it itself.
     """
@@ -360,7 +360,7 @@ def breaker_history(runtime: Runtime) -> str:
     SPEC K-11); their fallback candidates would not shrink the short history, so nothing is
     committed. The next compactions skip the model (the breaker is open) and use the fallback,
     whose checkpoints are accepted once the history is long enough to shrink (the ledger takes its
-    share of the 8K window): three fallback checkpoints, the current one covering seq 1–36.
+    share of the 8K window): five fallback checkpoints, the current one covering seq 1–37.
     """
     session = runtime.new_session(runtime.route_for("foya-sim/small"))
     texts = ("hello", long_message(0), long_message(1), "what files are in this project?")

@@ -118,7 +118,7 @@ async def switch_to_large(pilot: Pilot[None]) -> None:
 
 def test_meter_preview_of_a_new_conversation(snap_compare, scene_runtime: Runtime) -> None:
     """Before the first message, on foya-dark: a rounded grey box on the right titled
-    "CONTEXT  1,0xx / 6,144  17%"; under it one bar, a short blue+orange run (pinned, tool schema)
+    "CONTEXT  597 / 6,144  10%"; under it one bar, a short blue+orange run (pinned, tool schema)
     then dots, a yellow │ (handoff) and a red │ (compaction) and a grey ▒ reserve at the right end.
     The rows list pinned > 0, history 0, working set 0, tool schema, native state 0, output reserve
     2,048 "first request", handoff line 4,300, compaction line 4,915; the badge reads "estimate (no
@@ -188,7 +188,7 @@ def test_light_theme_meter_past_the_handoff_line(snap_compare, scene_runtime: Ru
 
 def test_narrow_terminal_one_line_meter(snap_compare, scene_runtime: Runtime) -> None:
     """At 90 columns after "hello": no sidebar; one line right under the header reads
-    "context 1,1xx/7,168 16% ▕…▏ measured" with a short coloured run, dots, the two markers and the
+    "context 690/7,168 10% ▕…▏ measured" with a short coloured run, dots, the two markers and the
     ▒ reserve between the brackets; the conversation takes the whole width."""
 
     async def run_before(pilot: Pilot[None]) -> None:

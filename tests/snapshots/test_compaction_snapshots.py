@@ -74,7 +74,7 @@ async def candidate_open(pilot: Pilot[None]) -> None:
 
 def test_inspector_with_two_checkpoints(snap_compare, history_app: tuple[Runtime, str]) -> None:
     """The inspector on foya-dark: header "Inspector · session 3f2a9c · 3 checkpoints · read from the
-    store". Left, CHECKPOINTS: "● 3b5dd9d0… current  L2  1 seg  llm" in bold teal with "seg 1  seq
+    store". Left, CHECKPOINTS: "● 6bc92234… current  L1  1 seg  llm" in bold teal with "seg 1  seq
     1–49" under it (highlighted), then "○ a79018e6… earlier  L0  3 seg  llm" with three segments
     (seq 1–26, 27–36, 37–44), the first manual compaction's fallback "○ … voided  L0  1 seg
     fallback" ("⚠ voided by the rewind at seq 25") and a last line "○ (none) · the model sees the
@@ -83,7 +83,7 @@ def test_inspector_with_two_checkpoints(snap_compare, history_app: tuple[Runtime
     "✗ failed" (rejected twice, C-9), two green "✓ accepted" with their sizes, a yellow "✗ rejected"
     (would not shrink); FINGERPRINTS 1/16 with the same reason; "BREAKER closed · 1/3 failed
     summaries" (closed in green); ACCEPTED BOUNDARIES for foya-sim/large; REWOUND "seq 21–23 (rewind
-    at seq 24)". Right, "SEGMENT 1 · SEQ 1–48 · LEVEL 2 · 768 TOKENS" above the summary ("## Goal: The
+    at seq 24)". Right, "SEGMENT 1 · SEQ 1–49 · LEVEL 1 · 374 TOKENS" above the summary ("## Goal: The
     user asked: …")
     on a darker panel, the ledger counts in grey and "✓ valid · source … · route foya-sim/small
     (bde85c5f)". The footer offers esc close, u undo checkpoint, s source events, / find, ^k compact
@@ -110,9 +110,9 @@ def test_inspector_light_theme(snap_compare, history_app: tuple[Runtime, str]) -
 
 def test_compaction_candidate_dialog(snap_compare, scene_runtime: Runtime) -> None:
     """After six turns and ctrl+k: a dialog titled "Accept this checkpoint?" (subtitle "standalone ·
-    foya-sim/small · llm summary": who made it) over the dimmed conversation. A bold line "2,378 →
-    2,357 tokens (-1%) · 1 segment · level 0 · seq 1–22 · 15 messages" (small: the recall tools
-    join the request once a checkpoint exists), then the summary on a darker panel under a dim
+    foya-sim/small · llm summary": who made it) over the dimmed conversation. A bold line "1,938 →
+    1,503 tokens (−22%) · 1 segment · level 0 · seq 1–22 · 15 messages" (on this small window the
+    recall tools wait for tool_search, so they do not join the request), then the summary on a darker panel under a dim
     "segment 1 · seq 1–22 · level 0 · 260 tokens" line (## Goal … ## Critical Context), the grey
     ledger line "ledger: 1 rule · 5 requests · 0 files modified · 1 file read · 0 commands · 0
     errors", the buttons "Accept (a)" and "Decline (d)" (focused) and the help line, all in view.
@@ -124,11 +124,11 @@ def test_meter_after_an_accepted_compaction(
     snap_compare, scene_runtime: Runtime, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The candidate accepted with a: the dialog is gone and a notification says "Context compacted:
-    2,378 → 2,357 tokens (1 segment, level 0)."; the conversation ends with a dim foya line
-    "context · compacted (you asked): 2,378 → 2,357 tokens · made by llm summary". At the bottom
+    1,938 → 1,503 tokens (1 segment, level 0)."; the conversation ends with a dim foya line
+    "context · compacted (you asked): 1,938 → 1,503 tokens · made by llm summary". At the bottom
     of the meter, under the sparkline:
-    "CHECKPOINT 6e6d… L0 · 1 seg" (the first word bold), a dim "made by llm summary" and a green
-    "last: standalone ✓ 2.4k→2.4k"; the badge reads "estimate (history was rewritten since the last
+    "CHECKPOINT 685a… L0 · 1 seg" (the first word bold), a dim "made by llm summary" and a green
+    "last: standalone ✓ 1.9k→1.5k"; the badge reads "estimate (history was rewritten since the last
     measured request)". The meter is one line taller than the sidebar here: a thin scrollbar shows
     at its right edge."""
     monkeypatch.setattr(CompactionScreen, "GRACE_SECONDS", 0.0)

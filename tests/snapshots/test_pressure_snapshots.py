@@ -83,7 +83,7 @@ async def inspector_open(pilot: Pilot[None]) -> None:
 
 def test_meter_in_the_handoff_band_with_snipped_results(snap_compare, pressure: tuple[Runtime, str]) -> None:
     """A resumed session on foya-sim/small in the handoff band: the meter's border and title are
-    yellow, "CONTEXT 5,456 / 7,168 76%"; under the layer rows a dim "snipped 3 results −960", under
+    yellow, "CONTEXT 5,499 / 7,168 77%"; under the layer rows a dim "snipped 3 results −960", under
     the "handoff line" row a yellow "handoff: reminder stored"; the compiler's own notice at the
     bottom says the same results are snipped (SPEC K-3, K-4). Left, the last turn: the end of the
     pasted log under "you", then the foya block starting with two dim italic lines, "context ·
@@ -97,7 +97,7 @@ def test_meter_in_the_handoff_band_with_snipped_results(snap_compare, pressure: 
 
 def test_narrow_meter_in_the_handoff_band(snap_compare, pressure: tuple[Runtime, str]) -> None:
     """The same session at 90 columns: no sidebar; the one-line meter under the header is yellow
-    ("context 5,456/7,168 76%"), its bar about 20 cells, then "measured · handoff stored · snipped
+    ("context 5,499/7,168 77%"), its bar about 20 cells, then "measured · handoff stored · snipped
     −960", all on one line; the two context notes above the reply wrap to the wider conversation."""
     runtime, session_id = pressure
     app = FoyaApp(runtime, session_id=session_id)
@@ -107,15 +107,15 @@ def test_narrow_meter_in_the_handoff_band(snap_compare, pressure: tuple[Runtime,
 def test_inspector_with_a_fallback_checkpoint_and_an_open_breaker(
     snap_compare, breaker: tuple[Runtime, str]
 ) -> None:
-    """The inspector of a session whose summaries always failed: CHECKPOINTS shows three fallback
-    checkpoints, the current "● 78a991a5… current  L2  1 seg  fallback" and two earlier ones, each
-    with a child line "no model · 0 messages kept verbatim" and its segment (the current one's
-    highlighted). The log is scrolled to its end: the last diagnostics (the model's failed summary,
-    rejected twice), "FINGERPRINTS 0/16", then "BREAKER open · 3/3 failed summaries in a row" (open in
+    """The inspector of a session whose summaries always failed: CHECKPOINTS shows five fallback
+    checkpoints, the current "● 78754229… current  L3  1 seg  fallback" and four earlier ones, each
+    with a child line "no model · N message(s) kept verbatim" and its segments (the current one's
+    highlighted). The log is scrolled to its end: the fingerprints' "none: no equivalent attempt is
+    suppressed", then "BREAKER open · 3/3 failed summaries in a row" (open in
     yellow), "automatic compactions use the fallback, no model" in yellow and the three reasons in
     grey, each "✗ the summary was rejected twice: …", then ACCEPTED BOUNDARIES and REWOUND.
     Right, the fallback's segment: "## Goal" … "## Progress" "Deterministic fallback checkpoint of
-    events 32–36: no model summary was used (the circuit breaker is open after 3 summariser
+    events 33–37: no model summary was used (the circuit breaker is open after 3 summariser
     failures)" …"""
     runtime, session_id = breaker
     app = FoyaApp(runtime, session_id=session_id)

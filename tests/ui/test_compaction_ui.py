@@ -186,7 +186,7 @@ async def test_the_inspector_shows_lineage_segments_and_the_compaction_log(
         assert len(of_type(posted, SessionInspected)) == 1  # everything came from one read
 
         lines = tree_lines(inspector)
-        assert lines[0].startswith(f"● {current.id[:8]}… current  L2  1 seg")
+        assert lines[0].startswith(f"● {current.id[:8]}… current  L{current.checkpoint.level}  1 seg")
         assert lines[2] == f"○ {earlier.id[:8]}… earlier  L0  3 seg  llm"
         segments = earlier.checkpoint.segments
         assert lines[3:6] == [
@@ -204,7 +204,7 @@ async def test_the_inspector_shows_lineage_segments_and_the_compaction_log(
         # The cursor starts on the current checkpoint's segment: its text, ledger and status.
         detail = visible_text(inspector.query_one("#inspector-detail"))
         segment = current.checkpoint.segments[0]
-        assert f"SEGMENT 1 · SEQ {segment.from_seq}–{segment.through_seq} · LEVEL 2" in detail
+        assert f"SEGMENT 1 · SEQ {segment.from_seq}–{segment.through_seq} · LEVEL {segment.level}" in detail
         assert "## Goal" in detail
         assert ledger_counts_text(current.checkpoint.ledger.counts)[:30] in detail.replace("\n", " ")
         assert "✓ valid" in detail and "foya-sim/small" in detail
@@ -536,13 +536,16 @@ async def test_a_resumed_session_shows_its_last_compaction(
     history: tuple[Runtime, str], wait_until: WaitUntil
 ) -> None:
     runtime, session_id = history
-    current = runtime.inspect(session_id).current_id
+    report = runtime.inspect(session_id)
+    current = report.current_id
     assert current is not None
+    (record,) = [r for r in report.records if r.id == current]
+    assert record.checkpoint is not None
     app = FoyaApp(runtime, session_id=session_id)
     async with app.run_test(size=WIDE) as pilot:
         await wait_until(pilot, lambda: "last:" in meter_lines(app))
         lines = meter_lines(app)
-        assert f"CHECKPOINT {current[:4]}… L2 · 1 seg" in lines
+        assert f"CHECKPOINT {current[:4]}… L{record.checkpoint.level} · 1 seg" in lines
         assert "last: manual ✗ failed" in lines  # the most recent diagnostic is the failed attempt
 
 
