@@ -112,11 +112,11 @@ def test_compaction_candidate_dialog(snap_compare, scene_runtime: Runtime) -> No
     """After six turns and ctrl+k: a dialog titled "Accept this checkpoint?" (subtitle "standalone ·
     foya-sim/small · llm summary": who made it) over the dimmed conversation. A bold line "1,938 →
     1,503 tokens (−22%) · 1 segment · level 0 · seq 1–22 · 15 messages" (on this small window the
-    recall tools wait for tool_search, so they do not join the request), then the summary on a darker panel under a dim
-    "segment 1 · seq 1–22 · level 0 · 260 tokens" line (## Goal … ## Critical Context), the grey
-    ledger line "ledger: 1 rule · 5 requests · 0 files modified · 1 file read · 0 commands · 0
-    errors", the buttons "Accept (a)" and "Decline (d)" (focused) and the help line, all in view.
-    Behind it, the meter's stage bar stands at validating."""
+    recall tools wait for tool_search, so they do not join the request), then the summary on a darker
+    panel under a dim "segment 1 · seq 1–22 · level 0 · 260 tokens" line (## Goal … ## Critical
+    Context), the grey ledger line "ledger: 1 rule · 5 requests · 0 files modified · 1 file read · 0
+    commands · 0 errors", the buttons "Accept (a)" and "Decline (d)" (focused) and the help line, all
+    in view. Behind it, the meter's stage bar stands at validating."""
     assert snap_compare(make_app(scene_runtime), terminal_size=WIDE, run_before=candidate_open)
 
 
