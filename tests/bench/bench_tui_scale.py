@@ -13,10 +13,11 @@ every round (A B C A B C), and each is printed as a ratio to the 20-message sess
 Part 2 times `foya run "hello"` (simulator, a fresh home) against `python -c "import litellm"`,
 alternating, and the time from the last line of the reply to the process's exit: as shipped
 (LiteLLM imported in a background thread from the start of the run), and with that import left
-to the first request, as before issue 17 (`warm_up` made a no-op). Both runs start the same way
-(`python -c`, then `foya_tui.cli.main()`); besides wall time each shows its CPU time (user +
-system, less sensitive to a busy machine than wall time) and, per round, its ratio to that
-round's bare import.
+to the first request, as before issue 17 (`warm_up` made a no-op); then both again as `foya run -`
+with the prompt written to stdin 1 s after the start, where the main thread has something to
+wait for. The runs start the same way (`python -c`, then `foya_tui.cli.main()`); besides wall
+time each shows its CPU time (user + system, less sensitive to a busy machine than wall time)
+and, per round, its ratio to that round's bare import.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 CHILD = """
@@ -156,11 +158,25 @@ RUN_IMPORT_AT_FIRST_REQUEST = (
 )
 
 
-def timed(command: list[str], env: dict[str, str]) -> tuple[float, float, float]:
-    """Run `command`: wall time, CPU time (user + system), and last line of output → exit."""
+STDIN_DELAY = 1.0
+"""Seconds before the prompt arrives on stdin in the `foya run -` rows (a caller that starts Foya,
+then writes the prompt once it has it)."""
+
+
+def timed(
+    command: list[str], env: dict[str, str], stdin_after: float | None = None
+) -> tuple[float, float, float]:
+    """Run `command`: wall time, CPU time (user + system), and last line of output → exit. With
+    `stdin_after`, "hello" is written to its stdin that many seconds after the start."""
     started = time.time()
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    stdin = subprocess.PIPE if stdin_after is not None else subprocess.DEVNULL
+    process = subprocess.Popen(command, stdin=stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
     assert process.stdout is not None and process.stderr is not None
+    if stdin_after is not None:
+        assert process.stdin is not None
+        time.sleep(stdin_after)
+        process.stdin.write(b"hello")
+        process.stdin.close()
     last_output = started
     for _ in process.stdout:
         last_output = time.time()
@@ -171,9 +187,13 @@ def timed(command: list[str], env: dict[str, str]) -> tuple[float, float, float]
     return ended - started, usage.ru_utime + usage.ru_stime, ended - last_output
 
 
-def run_hello(env: dict[str, str], code: str = RUN_AS_SHIPPED) -> tuple[float, float, float]:
-    """`foya run "hello"`: wall time, CPU time, and last line of output → exit."""
-    return timed([sys.executable, "-c", code, "run", "hello"], env)
+def run_hello(
+    env: dict[str, str], code: str = RUN_AS_SHIPPED, stdin_after: float | None = None
+) -> tuple[float, float, float]:
+    """`foya run "hello"` (or `foya run -` with `stdin_after`): wall time, CPU time, and last line
+    of output → exit."""
+    prompt = "hello" if stdin_after is None else "-"
+    return timed([sys.executable, "-c", code, "run", prompt], env, stdin_after)
 
 
 def import_litellm(env: dict[str, str]) -> tuple[float, float, float]:
@@ -182,27 +202,31 @@ def import_litellm(env: dict[str, str]) -> tuple[float, float, float]:
 
 def print_run_part(rounds: int, run_env: dict[str, str], env: dict[str, str]) -> None:
     run_hello(run_env)  # creates the database: not counted
-    variants = {
-        "import litellm": lambda: import_litellm(env),
-        "foya run hello": lambda: run_hello(run_env),
-        "  import at first request": lambda: run_hello(run_env, RUN_IMPORT_AT_FIRST_REQUEST),
-    }
-    results: dict[str, list[tuple[float, float, float]]] = {label: [] for label in variants}
+    late = STDIN_DELAY
+    variants: list[tuple[str, Callable[[], tuple[float, float, float]]]] = [
+        ("import litellm", lambda: import_litellm(env)),
+        ("foya run hello", lambda: run_hello(run_env)),
+        ("  import at first request", lambda: run_hello(run_env, RUN_IMPORT_AT_FIRST_REQUEST)),
+        (f"foya run - (stdin after {late:g} s)", lambda: run_hello(run_env, stdin_after=late)),
+        ("  import at first request", lambda: run_hello(run_env, RUN_IMPORT_AT_FIRST_REQUEST, late)),
+    ]
+    results: list[list[tuple[float, float, float]]] = [[] for _ in variants]
     for _ in range(rounds):
-        for label, measure in variants.items():  # alternating: machine noise hits each alike
-            results[label].append(measure())
-    bare = results["import litellm"]
+        for rows, (_, measure) in zip(results, variants, strict=True):  # alternating: noise hits all
+            rows.append(measure())
+    bare = results[0]
     print(f'\nfoya run "hello" (simulator), median of {rounds} alternating rounds')
-    print(f"  {'':28}{'wall':>10}{'CPU':>10}{'wall / import':>16}{'last line → exit':>20}")
-    for label, rows in results.items():
+    print(f"  {'':30}{'wall':>10}{'CPU':>10}{'wall / import':>16}{'last line → exit':>20}")
+    for (label, _), rows in zip(variants, results, strict=True):
         wall, cpu, tail = (statistics.median(row[i] for row in rows) for i in range(3))
         ratio = statistics.median(row[0] / base[0] for row, base in zip(rows, bare, strict=True))
         cells = f"{wall * 1000:7.0f} ms{cpu * 1000:7.0f} ms"
-        if label != "import litellm":
+        if rows is not bare:
             cells += f"{ratio:15.2f}x{tail * 1000:17.0f} ms"
-        print(f"  {label:28}{cells}")
+        print(f"  {label:30}{cells}")
     print("  targets: wall within 1.3x the bare import; last line → exit under 300 ms")
-    print("  (`import at first request`: the same run with the background import turned off)")
+    print("  `import at first request`: the run above it with the background import turned off;")
+    print(f"  `foya run -`: the prompt arrives on stdin {late:g} s after the start (counted in its wall)")
 
 
 def print_view_part(rounds: int, home: Path, sizes: dict[str, int], env: dict[str, str]) -> None:
