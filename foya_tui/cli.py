@@ -7,6 +7,7 @@ stderr and exit with code 2; nothing is written. Provider failures exit with cod
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
@@ -250,12 +251,38 @@ class _SafeStream:
             self._held = ""
 
 
-def _cmd_run(args: argparse.Namespace) -> int:
+def _start_provider_import() -> None:
+    """Start importing LiteLLM in the background (seconds; more on a loaded machine) while this run
+    reads its prompt, opens the database and compiles its first request; the first request waits
+    for what is left of it.
+
+    The run's own modules are imported first, here: one package imported by two threads at once
+    can be seen half-initialised, and LiteLLM's import shares packages with the run's (tiktoken,
+    much of the standard library). `tests/runtime/test_cli_warm_up.py` checks that nothing the run
+    imports later is part of LiteLLM's import."""
+    import importlib
+
+    from foya_tui.runtime.providers.litellm_client import warm_up
+    from foya_tui.runtime.tokens import import_tokenizer
+
+    for module in ("foya_tui.runtime.runtime", "foya_tui.cli_json", "foya_tui.progress"):
+        importlib.import_module(module)
+    import_tokenizer()
+    warm_up()
+
+
+def _cmd_run(args: argparse.Namespace, *, background_import: bool = False) -> int:
+    """One headless turn. The route is checked first (milliseconds, without LiteLLM for every
+    common provider), so that a model string or key that cannot work fails at once; with
+    `background_import`, LiteLLM's import then runs while the prompt is read (stdin may be a slow
+    pipe), the database opened and the first request compiled."""
+    if args.run_model or args.model or not args.run_session:
+        _preflight(args, args.run_model or args.model)
+    if background_import:
+        _start_provider_import()
     prompt = _read_stdin_text("the prompt") if args.prompt == "-" else args.prompt
     if not prompt.strip():
         raise UsageError("the prompt is empty")
-    if args.run_model or args.model or not args.run_session:
-        _preflight(args, args.run_model or args.model)
     with _open_runtime(args) as runtime:
         route = runtime.route_for(args.run_model or args.model)
         session = (
@@ -770,21 +797,38 @@ def _check_arguments(argv: Sequence[str]) -> None:
 def _exit_now(code: int) -> NoReturn:
     """End `foya run` as soon as its output is out. LiteLLM hands each reply to its logging thread
     pool (cost bookkeeping nobody reads here), and the interpreter joins those threads at exit:
-    5-20 s after the last line on a loaded machine (tests/bench/bench_tui_scale.py). Everything of
-    Foya's is committed and closed by now, so nothing is lost by not waiting."""
-    sys.stdout.flush()
-    sys.stderr.flush()
+    5-20 s after the last line on a loaded machine (tests/bench/bench_tui_scale.py); a run that
+    fails early would otherwise end beside a LiteLLM import still under way in the background.
+    The runtime (database and session lease) is closed by now and every event committed, so
+    nothing is lost by not waiting; a stream that cannot be flushed has lost its reader."""
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):
+            stream.flush()
     os._exit(code)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    argv_given = argv
+    """Run one command; its exit code. In a process of its own (`argv` None) `foya run` imports
+    LiteLLM in the background while it prepares its first request, and ends through `_exit_now`
+    whatever the outcome: its `with` blocks have closed the runtime by the time an error reaches
+    this function. Called with arguments (tests), it starts no thread and returns."""
+    own_process = argv is None
+    code, command = _run_command(sys.argv[1:] if argv is None else list(argv), own_process)
+    if own_process and command == "run":
+        _exit_now(code)
+    return code
+
+
+def _run_command(argv: list[str], own_process: bool) -> tuple[int, str | None]:
+    """The exit code of one command, and the command (None until the arguments are parsed)."""
+    command = None
     try:
-        argv = sys.argv[1:] if argv is None else list(argv)
         _check_arguments(argv)
         args = build_parser().parse_args(argv)
+        command = args.command
+        if command == "run":
+            return _cmd_run(args, background_import=own_process), command
         handler = {
-            "run": _cmd_run,
             "sessions": _cmd_sessions,
             "import": _cmd_import,
             "export": _cmd_export,
@@ -797,21 +841,18 @@ def main(argv: Sequence[str] | None = None) -> int:
             "fork": _cmd_fork,
             "config": _cmd_config,
         }.get(args.command, _cmd_tui)
-        code = handler(args)
-        if argv_given is None and args.command == "run":
-            _exit_now(code)
-        return code
+        return handler(args), command
     except FoyaError as exc:
         # Bad input exits 2 having written nothing; other failures say why and exit 1. Anything
         # that is not a FoyaError is a bug, and shows as one.
         say(f"foya: {exc.message}", err=True)
-        return exc.exit_code
+        return exc.exit_code, command
     except BrokenPipeError:
         # `foya export … | head`: the reader left; that is not an error.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return EXIT_OK
+        return EXIT_OK, command
     except KeyboardInterrupt:
-        return 130
+        return 130, command
     except Exception as exc:
         # An SQLite fault under a valid command (damaged pages, a full disk, a lock held too long,
         # a counter out of step) is one line and exit 1, like every other failure; anything else
@@ -822,4 +863,4 @@ def main(argv: Sequence[str] | None = None) -> int:
         if fault is None:
             raise
         say(f"foya: {fault.message}", err=True)
-        return fault.exit_code
+        return fault.exit_code, command

@@ -17,6 +17,7 @@ calibration corpus and the side-by-side numbers are in `tests/bench/bench_tokens
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.util
 import math
@@ -285,6 +286,15 @@ def counter_for_encoding(encoding_name: str) -> CachedCounter:
         if counter is None:
             counter = _counters[encoding_name] = CachedCounter(_load_inner(encoding_name))
         return counter
+
+
+def import_tokenizer() -> None:
+    """Import the tokenizer library now (milliseconds: no encoding is loaded until first use), for
+    a caller about to import LiteLLM in another thread: LiteLLM imports tiktoken too, and one
+    package imported by two threads at once can be seen half-initialised. A broken tiktoken is
+    left for `_load_inner`, which estimates instead."""
+    with contextlib.suppress(Exception):
+        import tiktoken  # noqa: F401
 
 
 def _load_inner(encoding_name: str) -> TokenCounter:

@@ -1,8 +1,9 @@
 """Provides the LiteLLM provider client and the simulator's LiteLLM custom-provider adapter.
 
-This is the only module that imports LiteLLM, and only on the first request: the import costs
-seconds and must stay off the start-up path. LiteLLM is configured to use its offline model
-table, send no telemetry and never retry on its own (Foya's retry policy lives in the session).
+This is the only module that imports LiteLLM, and only when a request needs it or `warm_up`
+starts the import in the background: the import costs seconds and must stay off the start-up
+path. LiteLLM is configured to use its offline model table, send no telemetry and never retry on
+its own (Foya's retry policy lives in the session).
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from foya_tui.runtime.providers.errors import (
     ProviderError,
     ProviderFailure,
     classify_exception,
+    one_line,
 )
 from foya_tui.runtime.providers.routes import SIMULATOR_PROTOCOL, Route
 from foya_tui.runtime.providers.simulator import Simulator, SimulatorFault
@@ -44,19 +46,30 @@ from foya_tui.settings import Settings
 
 _load_lock = threading.Lock()
 _litellm: ModuleType | None = None
+_warm_up_lock = threading.Lock()
+_warm_up_thread: threading.Thread | None = None
 _simulator = Simulator()
 # Words per simulated stream chunk: small enough to show streaming, large enough to stay fast.
 SIMULATOR_CHUNK_WORDS = 3
 
 
 def load_litellm() -> ModuleType:
-    """Import and configure LiteLLM once per process (thread-safe)."""
+    """Import and configure LiteLLM once per process (thread-safe: a caller that comes while
+    another thread imports it waits for that import). An import that fails raises ProviderError
+    (one line, naming LiteLLM) and is tried again by the next caller."""
     global _litellm
     with _load_lock:
         if _litellm is None:
             # Must be set before the import: otherwise LiteLLM fetches its model table online.
             os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-            import litellm
+            try:
+                import litellm
+            except Exception as exc:  # absent, or broken (a dependency of the wrong version)
+                detail = (
+                    f"LiteLLM, the library Foya sends requests with, could not be imported "
+                    f"({one_line(str(exc)) or type(exc).__name__}); reinstall Foya"
+                )
+                raise ProviderError(ProviderFailure(kind=FailureKind.OTHER, detail=detail)) from None
 
             litellm.telemetry = False
             litellm.suppress_debug_info = True
@@ -73,6 +86,33 @@ def load_litellm() -> ModuleType:
             ]
             _litellm = litellm
         return _litellm
+
+
+def warm_up() -> threading.Thread:
+    """Start importing LiteLLM in a background thread (once per process) and return that thread.
+
+    `foya run` calls this before it reads its settings, opens the database and compiles its first
+    request, so that the first request waits only for what is left of the import: `load_litellm`
+    takes the same lock. A failed import is dropped here: the first request imports again and
+    reports the failure in its turn (one line), as it would have without a warm-up.
+
+    Call it once the caller's own modules are imported: two threads importing one package at once
+    can see it half-initialised (CPython locks each module, not a package with its submodules),
+    and LiteLLM's import shares packages with Foya's (tiktoken, much of the standard library).
+    The thread is a daemon: a process that ends before the first request need not wait for it."""
+    global _warm_up_thread
+    with _warm_up_lock:
+        if _warm_up_thread is None:
+            _warm_up_thread = threading.Thread(
+                target=_import_quietly, name="foya-litellm-import", daemon=True
+            )
+            _warm_up_thread.start()
+        return _warm_up_thread
+
+
+def _import_quietly() -> None:
+    with contextlib.suppress(Exception):
+        load_litellm()
 
 
 def _make_simulator_handler(litellm: ModuleType, simulator: Simulator) -> Any:
