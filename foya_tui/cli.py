@@ -487,6 +487,8 @@ def format_context(report: ContextReport) -> str:
     ]
     for name, tokens in report.layers.as_dict().items():
         lines.append(f"  {name.replace('_', ' '):<13}{tokens:>10,}")
+        if name == "tool_schema" and report.brief_tools:
+            lines[-1] += "   brief descriptions: the window is small"
     lines += [
         "",
         f"next request  {estimate.total:>10,}  {estimate.source}: {estimate.reason}",

@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from foya_tui.cli import format_context
 from foya_tui.runtime.compaction.summary import SummaryContext, request_messages
 from foya_tui.runtime.context.floor import brief_tool_schemas, recent_tool_turns, summary_target_tokens
 from foya_tui.runtime.model import EventKind
@@ -163,3 +164,11 @@ def test_a_message_shown_cut_keeps_its_reader_on_a_small_window() -> None:
     registry = default_registry()
     shown = names(registry.visible_schemas(include_recall=True, include_event_reader=True, brief=True))
     assert HISTORY_EVENT_TOOL in shown and HISTORY_SEARCH_TOOL not in shown and TOOL_SEARCH in shown
+
+
+def test_foya_context_says_when_the_tool_definitions_are_brief(runtime: Runtime) -> None:
+    for model in (SMALL, LARGE):
+        report = runtime.new_session(runtime.route_for(model)).context().report()
+        assert report.brief_tools is (model == SMALL)
+        said = "brief descriptions: the window is small" in format_context(report)
+        assert said is (model == SMALL)

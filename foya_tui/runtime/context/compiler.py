@@ -728,6 +728,7 @@ class ContextCompiler:
             unshrunk_tokens=unshrunk,
             shortened_seqs=shortened_seqs,
             shortened_messages=long_seqs,
+            brief_tools=brief,
             anchor_tokens=column.tokens_of(anchor) if anchor < count else 0,
             notices=tuple(notices),
             handoff_epoch=epoch,

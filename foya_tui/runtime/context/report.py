@@ -163,6 +163,9 @@ class ContextReport:
     notices: tuple[str, ...]
     shortened_messages: tuple[int, ...] = ()
     """Seqs of messages the model sees cut because each alone is over half the input budget."""
+    brief_tools: bool = False
+    """The tool definitions are sent brief on this small window; the recall tools wait for
+    tool_search."""
 
 
 __all__ = [

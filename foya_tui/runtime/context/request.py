@@ -69,6 +69,9 @@ class RequestView:
     """Tool results shown shortened in this request (SPEC T-1, T-4)."""
     shortened_messages: tuple[int, ...] = ()
     """Seqs of non-tool messages shown cut because each alone is over half the input budget (T-4)."""
+    brief_tools: bool = False
+    """The tool definitions are the small window's brief forms, the recall tools behind
+    tool_search (`context/floor.py`)."""
     anchor_tokens: int = 0
     """The latest user message's own tokens, in full (what an overflow message names, C-12)."""
     notices: tuple[str, ...] = ()
@@ -164,6 +167,7 @@ class RequestView:
             tools=tuple(tool["function"]["name"] for tool in self.tools if "function" in tool),
             shortened_seqs=self.shortened_seqs,
             shortened_messages=self.shortened_messages,
+            brief_tools=self.brief_tools,
             snipped=SnipSummary(len(self.snipped_seqs), self.snip_saved_tokens),
             snapshot_known=self.snapshot_known,
             handoff=HandoffSummary(handoff_state(self.verdict), self.handoff_epoch, self.handoff_status),
