@@ -14,7 +14,9 @@ ratio shows what snip saves in compactions and summary requests.
 (b) A summariser that always fails (`FOYA_SIM_FAULTS=summary-sections`), 60 steps: with the
 circuit breaker (3 failures) against a breaker that never opens; summary requests spent.
 (c) Local cost of the pre-step pipeline: `snip_candidates` on a session of N tool turns (what a
-cold cache or a step over the compaction line pays), first call and warm.
+cold cache or a step over the compaction line pays), first call and warm; then the same session
+once a checkpoint covers those turns and 100 new ones follow (issue 17 item 4: planning reads only
+what the checkpoint does not cover).
 """
 
 from __future__ import annotations
@@ -126,36 +128,43 @@ def bench_breaker(steps: int) -> None:
 
 def bench_candidates(sizes: list[int], rounds: int) -> None:
     print("\n(c) snip_candidates (K-3/K-4 planning input) per call, by tool turns in the session")
+
+    def tool_turns(first: int, count: int) -> list[NewEvent]:
+        batch: list[NewEvent] = []
+        for n in range(first, first + count):
+            call = {"id": f"c{n}", "name": "read_file", "arguments": '{"path": "src/x.py"}'}
+            batch.append(NewEvent(EventKind.ASSISTANT_MESSAGE, {"text": "", "tool_calls": [call]}))
+            content = f"def f{n}(x):\n" + "    return x\n" * 60
+            result = {"tool_call_id": f"c{n}", "name": "read_file", "content": content}
+            batch.append(NewEvent(EventKind.TOOL_RESULT, result))
+        return batch
+
+    def timed(runtime: Runtime, session: Any, label: str) -> None:
+        session.context()  # the compiler's read of what is new is not counted here
+        started = time.perf_counter()
+        candidates = runtime.parts.compiler.snip_candidates(session.id, session.route)
+        first = time.perf_counter() - started
+        warm = []
+        for _ in range(rounds):
+            started = time.perf_counter()
+            runtime.parts.compiler.snip_candidates(session.id, session.route)
+            warm.append(time.perf_counter() - started)
+        print(
+            f"  {label}: first {first * 1000:8.1f} ms, warm "
+            f"{statistics.median(warm) * 1000:7.1f} ms, {len(candidates):,} candidates"
+        )
+
     for turns in sizes:
-        with tempfile.TemporaryDirectory() as folder:
-            root = Path(folder)
-            with _runtime(root) as runtime:
-                session = runtime.new_session()
-                batch: list[NewEvent] = [NewEvent(EventKind.USER_MESSAGE, {"text": "explore"})]
-                for n in range(turns):
-                    call = {"id": f"c{n}", "name": "read_file", "arguments": '{"path": "src/x.py"}'}
-                    batch.append(NewEvent(EventKind.ASSISTANT_MESSAGE, {"text": "", "tool_calls": [call]}))
-                    content = f"def f{n}(x):\n" + "    return x\n" * 60
-                    batch.append(
-                        NewEvent(
-                            EventKind.TOOL_RESULT,
-                            {"tool_call_id": f"c{n}", "name": "read_file", "content": content},
-                        )
-                    )
-                runtime.parts.store.append(session.id, batch)
-                session.context()  # the compiler's first read of the session is not counted here
-                started = time.perf_counter()
-                candidates = runtime.parts.compiler.snip_candidates(session.id, session.route)
-                first = time.perf_counter() - started
-                warm = []
-                for _ in range(rounds):
-                    started = time.perf_counter()
-                    runtime.parts.compiler.snip_candidates(session.id, session.route)
-                    warm.append(time.perf_counter() - started)
-                print(
-                    f"  {turns:>7,} tool turns: first {first * 1000:8.1f} ms, warm "
-                    f"{statistics.median(warm) * 1000:7.1f} ms, {len(candidates):,} candidates"
-                )
+        with tempfile.TemporaryDirectory() as folder, _runtime(Path(folder)) as runtime:
+            session = runtime.new_session()
+            user = NewEvent(EventKind.USER_MESSAGE, {"text": "explore"})
+            runtime.parts.store.append(session.id, [user, *tool_turns(0, turns)])
+            timed(runtime, session, f"{turns:>7,} tool turns, no checkpoint")
+            # A checkpoint covers them; planning then reads only the turns after it.
+            result = runtime.compact(session.id, use_model=False)
+            assert result.checkpoint is not None, result.reason
+            runtime.parts.store.append(session.id, tool_turns(turns, 100))
+            timed(runtime, session, f"{turns:>7,} covered by a checkpoint, then 100 new")
 
 
 def main() -> None:
