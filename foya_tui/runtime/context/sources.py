@@ -503,7 +503,9 @@ def _matches(globs: list[str], candidates: set[str]) -> bool:
 
 
 def _rules(loader: _Loader, folders: list[Path], active_content: str) -> tuple[PromptPart, PromptPart]:
-    candidates = _mentioned_paths(active_content) if active_content else set()
+    # The paths the working set mentions (up to 32,000 characters scanned) are read only when a
+    # rule asks for them: most projects have no path-matched rule, and every compile builds this.
+    candidates: set[str] | None = None
     in_force: list[_Doc] = []
     on_demand: list[tuple[str, str, Path]] = []
     for folder in folders:
@@ -513,7 +515,9 @@ def _rules(loader: _Loader, folders: list[Path], active_content: str) -> tuple[P
                 continue
             fields, body = parse_front_matter(doc.text)
             globs = _globs(fields.get("match", ""))
-            if not globs or _matches(globs, candidates):
+            if globs and candidates is None:
+                candidates = _mentioned_paths(active_content) if active_content else set()
+            if not globs or _matches(globs, candidates or set()):
                 if body.strip():
                     in_force.append(_Doc(path, body, doc.unread_bytes))
             else:
