@@ -5,11 +5,15 @@ number of messages mounted, and reaches every message, against a real SQLite fil
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 
+import pytest
+from textual.dom import DOMNode
 from textual.pilot import Pilot
 
 from foya_tui.runtime.runtime import Runtime
 from foya_tui.ui.app import FoyaApp
+from foya_tui.ui.widgets.message_block import MessageBlock
 from foya_tui.ui.widgets.message_list import MAX_MOUNTED, MessageList
 from foya_tui.ui.widgets.prompt import Prompt
 from tests.ui.screen_text import visible_text
@@ -155,3 +159,29 @@ async def test_sending_from_the_start_of_a_long_session_shows_the_newest_message
             await pilot.press("pageup")
             await settle(pilot, messages, wait_until)
         assert texts(messages)[-3] == f"message {COUNT - 1}" and texts(messages)[-2] == "hello"
+
+
+async def test_focusing_the_conversation_restyles_the_list_not_every_message(
+    runtime: Runtime, wait_until, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    app = FoyaApp(runtime, session_id=long_session(runtime, 300))
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_until(pilot, lambda: app.conversation.ready)
+        messages = app.conversation.messages
+        await settle(pilot, messages, wait_until)
+        restyled: list[DOMNode] = []
+        update_nodes = app.stylesheet.update_nodes
+
+        def counted(nodes: Iterable[DOMNode], animate: bool = False) -> None:
+            nodes = list(nodes)
+            restyled.extend(nodes)
+            update_nodes(nodes, animate=animate)
+
+        monkeypatch.setattr(app.stylesheet, "update_nodes", counted)
+        messages.focus()
+        await pilot.pause()
+        app.conversation.query_one(Prompt).focus()
+        await pilot.pause()
+        assert messages in restyled
+        # Focus in and out again: not one message of the mounted window was restyled for it.
+        assert not any(isinstance(node, MessageBlock) for node in restyled)

@@ -320,6 +320,12 @@ class MessageList(VerticalScroll):
         if not self.is_anchored and not self.has_newer and overflows:
             self.anchor()
 
+    def watch_has_focus(self, _has_focus: bool) -> None:
+        # Textual restyles a widget and everything in it when its focus changes. No rule styles a
+        # message by the list's focus, so the list alone is restyled: one node, not every widget
+        # of the mounted window (on a long session that was a frame's worth of work per focus).
+        self.app.stylesheet.update_nodes([self], animate=True)
+
     def watch_scroll_y(self, old_value: float, new_value: float) -> None:
         super().watch_scroll_y(old_value, new_value)
         self.want_more()
