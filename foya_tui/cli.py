@@ -768,9 +768,11 @@ def _check_arguments(argv: Sequence[str]) -> None:
 
 
 def _exit_now(code: int) -> NoReturn:
-    """End `foya run` as soon as its output is out. LiteLLM hands each reply to its logging thread
-    pool (cost bookkeeping nobody reads here), and the interpreter joins those threads at exit:
-    5-20 s after the last line on a loaded machine (tests/bench/bench_tui_scale.py). Everything of
+    """End `foya run`, or the TUI once the user quit, as soon as the output is out. LiteLLM hands
+    each reply to its logging thread pool (cost bookkeeping nobody reads here), and the interpreter
+    joins those threads at exit: 5-20 s after the last line on a loaded machine; and its teardown
+    frees every object one by one, the compiler's index of a long session too (100-200 ms after
+    the TUI has already given the terminal back: tests/bench/bench_tui_scale.py). Everything of
     Foya's is committed and closed by now, so nothing is lost by not waiting."""
     sys.stdout.flush()
     sys.stderr.flush()
@@ -798,7 +800,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "config": _cmd_config,
         }.get(args.command, _cmd_tui)
         code = handler(args)
-        if argv_given is None and args.command == "run":
+        if argv_given is None and handler in (_cmd_run, _cmd_tui):
             _exit_now(code)
         return code
     except FoyaError as exc:

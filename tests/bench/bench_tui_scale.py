@@ -3,8 +3,8 @@
 Run: `python tests/bench/bench_tui_scale.py [--rounds N] [--messages 2000] [--events 100000]
 [--skip-compacted] [--skip-run]`.
 
-Part 1 resumes sessions exactly as `foya --session ID` does (`run_app`, headless, in a fresh process
-each; the app's frame hook and its run are the only things patched): 20 messages, `--messages`
+Part 1 resumes sessions exactly as `foya --session ID` does (the CLI's `main`, headless, in a fresh
+process each; the app's frame hook and its run are the only things patched): 20 messages, `--messages`
 messages, a session of `--events` events (an imported transcript of alternating user and assistant
 messages, never compacted, so the meter's compile reads all of it), and unless `--skip-compacted`
 a realistic session of about `--events` events (tests/bench/bench_compaction.py's requests, tool
@@ -38,7 +38,7 @@ from pathlib import Path
 CHILD = """
 import json, sys, time
 from textual.app import App
-from foya_tui.ui.app import FoyaApp, run_app
+from foya_tui.ui.app import FoyaApp
 
 marks = {}
 original_display = FoyaApp._display
@@ -91,15 +91,19 @@ async def drive(pilot):
     app.exit()
 
 def run(self, *args, **kwargs):
-    return App.run(self, headless=True, auto_pilot=drive)
+    App.run(self, headless=True, auto_pilot=drive)
+    # Printed here, as the app returns: what follows (closing the runtime, the process's exit) is
+    # timed by the parent, up to the process being gone. VmHWM: this process image's own peak (the
+    # rusage of a forked child starts from the parent's).
+    peak = next(line for line in open("/proc/self/status") if line.startswith("VmHWM"))
+    marks["rss_mb"] = int(peak.split()[1]) / 1024
+    print(json.dumps(marks), flush=True)
 
 FoyaApp._display = display
 FoyaApp.run = run
-run_app(database=sys.argv[2], session=sys.argv[1])
-# VmHWM: this process image's own peak (the rusage of a forked child starts from the parent's).
-peak = next(line for line in open("/proc/self/status") if line.startswith("VmHWM"))
-marks["rss_mb"] = int(peak.split()[1]) / 1024
-print(json.dumps(marks), flush=True)
+sys.argv = ["foya", "--db", sys.argv[2], "--session", sys.argv[1]]
+from foya_tui.cli import main
+sys.exit(main())
 """
 
 BARE_APP = """
