@@ -194,7 +194,7 @@ def run_app(
     """Run the TUI until the user quits; then say on stderr how to resume the session."""
     from foya_tui.paths import resolve_paths
     from foya_tui.runtime.providers.routes import route_for
-    from foya_tui.runtime.schema import needs_migration
+    from foya_tui.runtime.schema import needs_migration, session_id_in
     from foya_tui.settings import load_settings
 
     paths = resolve_paths(database=database)
@@ -211,20 +211,25 @@ def run_app(
 
     runtime: Runtime | None = None
     session_id = None
-    if session or needs_migration(paths.database):
-        # Opened before the screen takes the terminal when the id must be checked, or when an older
-        # database is migrated (indexing it for search reports progress on stderr).
+    if needs_migration(paths.database):
+        # An older database is migrated before the screen takes the terminal: indexing it for
+        # search reports progress on stderr.
         runtime = open_runtime()
     if session:
-        # Resuming: the id is checked first (an unknown one is exit 2).
-        assert runtime is not None
-        try:
-            session_id = runtime.find_session(session).id
-        except Exception:
-            runtime.close()
-            raise
-    # A new conversation gets a factory: the runtime is imported and the database opened in a
-    # worker, after the first frame (tests/bench/bench_startup.py).
+        # Resuming: the id is checked first (an unknown one is exit 2), with one read-only query
+        # rather than the runtime, which opens after the first frame like a new conversation's.
+        session_id = session_id_in(paths.database, session) if runtime is None else None
+        if session_id is None:
+            # Just migrated, or a file that query could not read: the runtime's own lookup, which
+            # says what is wrong with the file.
+            runtime = runtime or open_runtime()
+            try:
+                session_id = runtime.find_session(session).id
+            except Exception:
+                runtime.close()
+                raise
+    # Otherwise the app gets a factory: the runtime is imported and the database opened in a
+    # worker, after the first frame (tests/bench/bench_startup.py, bench_tui_scale.py).
     app = FoyaApp(
         runtime or open_runtime,
         settings=settings,

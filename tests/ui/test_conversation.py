@@ -14,9 +14,10 @@ from textual.pilot import Pilot
 
 from foya_tui.runtime.model import EventKind
 from foya_tui.runtime.runtime import Runtime
+from foya_tui.runtime.schema import UnknownSessionError
 from foya_tui.runtime.updates import ReplyDelta, TurnFinished, TurnStarted
 from foya_tui.settings import Settings, ToolSettings
-from foya_tui.ui.app import FoyaApp
+from foya_tui.ui.app import FoyaApp, run_app
 from foya_tui.ui.messages import RuntimeUpdated
 from foya_tui.ui.screens.conversation import ConversationScreen
 from foya_tui.ui.widgets.prompt import Prompt, placeholder
@@ -323,8 +324,9 @@ import asyncio, sys
 from pathlib import Path
 from foya_tui.paths import FoyaPaths
 from foya_tui.runtime.runtime import Runtime
+from foya_tui.runtime.schema import UnknownSessionError
 from foya_tui.settings import Settings, ToolSettings
-from foya_tui.ui.app import FoyaApp
+from foya_tui.ui.app import FoyaApp, run_app
 
 from foya_tui.ui.bridge import Bridge
 
@@ -378,6 +380,46 @@ async def test_a_runtime_factory_is_opened_in_a_worker_after_the_first_frame(
         await wait_until(pilot, lambda: len(roles(app)) == 2 and app.conversation.ready)
         assert app.session is not None
         assert len(opened[0].events(app.session.id)) == 3
+
+
+async def test_a_resumed_session_opens_its_runtime_in_a_worker_after_the_first_frame(
+    make_runtime: Callable[..., Runtime], wait_until
+) -> None:
+    """`foya --session` hands the app a factory too: the database is opened after the first frame."""
+    headless = make_runtime()
+    session = headless.new_session()
+    list(session.send("hello"))
+    painted_before_open: list[bool] = []
+
+    def open_runtime() -> Runtime:
+        painted_before_open.append(app.screen.is_mounted)
+        return make_runtime()
+
+    app = FoyaApp(open_runtime, settings=Settings(), session_id=session.id)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_until(pilot, lambda: app.conversation.ready and len(roles(app)) == 2)
+        assert painted_before_open == [True]
+        assert app.session is not None and app.session.id == session.id
+        assert app.conversation.messages.blocks[0].text == "hello"
+
+
+def test_run_app_checks_a_resumed_id_without_opening_the_runtime(
+    runtime: Runtime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The id is looked up read-only before the screen starts; the runtime is left to the app."""
+    session = runtime.new_session()
+    list(session.send("hello"))
+    started: list[FoyaApp] = []
+    monkeypatch.setattr(FoyaApp, "run", lambda app, *args, **kwargs: started.append(app))
+    database = runtime.paths.database
+    assert run_app(database=database, session=session.info.short_id) == 0
+    (app,) = started
+    assert callable(app.runtime) and app.opened_runtime is None
+    assert app._session_id == session.id
+    for unknown in ("0000000000", "not-an-id"):
+        with pytest.raises(UnknownSessionError):
+            run_app(database=database, session=unknown)
+    assert len(started) == 1  # an unknown id never starts the screen
 
 
 async def test_resume_continues_on_the_model_of_the_last_reply(
