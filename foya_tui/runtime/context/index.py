@@ -61,6 +61,9 @@ PREFIX_KINDS = frozenset(
 """What the layers need from the covered prefix, read on the kind index: usage records (baseline,
 calibration, the cache clock), rewinds (validity, revision), handoff epochs (K-1), snips (K-2)."""
 
+READ_BATCH_EVENTS = 2_000
+"""Events a full read takes from the store at a time (see `SessionIndex._rebuild`)."""
+
 CUT_FORMS_KEPT = 512
 """Elastic forms kept per column: a few steps' worth of sizes for the results in the working set."""
 
@@ -531,6 +534,9 @@ class SessionIndex:
                     self.tool_charge_samples.setdefault(route_id, []).append(charge)
 
     def _refresh(self, store: EventStore) -> None:
+        if self.last_seq == 0:
+            self._rebuild(store, first=True)  # a new index, and no checkpoint to start from
+            return
         new = store.events(self.session_id, after_seq=self.last_seq)
         if not new:
             return
@@ -552,24 +558,32 @@ class SessionIndex:
             if event.problem is None:
                 self._add(event)
 
-    def _rebuild(self, store: EventStore) -> None:
-        """Start over from valid history, the way a rewind does (rare: a rewind or a duplicate handoff)."""
+    def _rebuild(self, store: EventStore, *, first: bool = False) -> None:
+        """Start over from valid history, the way a rewind does (rare: a rewind or a duplicate
+        handoff); with `first`, the first read of a session no checkpoint covers (its usage
+        records are sampled too, and `last_seq` is set).
+
+        What decides validity and handoff epochs is read first, on the kind index; history then
+        follows in batches, each taken into the log and let go, so memory holds the log and one
+        batch, never every event at once (a session of 100,000 events that was never compacted:
+        tests/bench/bench_tui_scale.py)."""
         self._reset()
-        events = store.events(self.session_id)
-        valid = valid_events(events)
-        # An unreadable handoff row still counts against its epoch (a malformed record), unless rewound.
-        rewinds = [event for event in events if event.kind is EventKind.REWIND]
-        unreadable = [
-            event
-            for event in events
-            if event.problem is not None
-            and event.kind is EventKind.HANDOFF
-            and not rewound(event.seq, [rewind for rewind in rewinds if rewind.seq > event.seq])
-        ]
-        for event in sorted([*valid, *unreadable], key=lambda event: event.seq) if unreadable else valid:
-            self.handoffs.observe(event)
-        for event in valid:
-            self._add(event)
+        control = store.events_of_kinds(self.session_id, _EPOCH_EVENTS)
+        voided = _voided_by(control)
+        # An unreadable handoff row still counts against its epoch (a malformed record), unless a
+        # later rewind voided it (SPEC H-4, K-1).
+        for event in control:
+            if (event.problem is None or event.kind is EventKind.HANDOFF) and not voided(event.seq):
+                self.handoffs.observe(event)
+        last = 0
+        for event in store.iter_events(self.session_id, batch=READ_BATCH_EVENTS):
+            if first:
+                self._sample(event)  # rewound requests too: tokenizers do not change
+            last = event.seq
+            if event.problem is None and not voided(event.seq):
+                self._add(event)
+        if first:
+            self.last_seq = last or store.last_seq(self.session_id)
 
     def _add(self, event: Event) -> None:
         kind = event.kind
@@ -765,6 +779,23 @@ class SessionIndex:
 _CHECKPOINT_EVENTS = frozenset(
     {EventKind.COMPACTION_COMPLETED, EventKind.COMPACTION_UNDONE, EventKind.REWIND}
 )
+_EPOCH_EVENTS = _CHECKPOINT_EVENTS | {EventKind.HANDOFF}
+"""What decides which events are valid (rewinds) and each handoff record's epoch (SPEC H-4, K-1)."""
+
+
+def _voided_by(events: Sequence[Event]) -> Callable[[int], bool]:
+    """Whether a later rewind among `events` voided the event at a seq (`view.history.rewound`'s
+    rule, asked once per event of a full read: a session's few rewinds as intervals)."""
+    spans = [
+        (to_seq, event.seq)
+        for event in events
+        if event.kind is EventKind.REWIND
+        and event.problem is None
+        and isinstance(to_seq := event.payload.get("to_seq"), int)
+    ]
+    if not spans:
+        return lambda seq: False
+    return lambda seq: any(to_seq < seq < rewind_seq for to_seq, rewind_seq in spans)
 
 
 def covered_base(checkpoints: CheckpointState | None) -> int:

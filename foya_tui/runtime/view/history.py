@@ -53,23 +53,22 @@ def rewound(seq: int, later_rewinds: Iterable[Event]) -> bool:
     )
 
 
+_KIND_ROLES: Final = {
+    EventKind.USER_MESSAGE: Role.USER,
+    EventKind.ASSISTANT_MESSAGE: Role.ASSISTANT,
+    EventKind.TOOL_RESULT: Role.TOOL,
+}
+_ROLES: Final = {str(role): role for role in Role}
+
+
 def message_role(event: Event) -> Role | None:
     """The chat role an event speaks in, or None for non-message events."""
-    if event.kind is EventKind.USER_MESSAGE:
-        return Role.USER
-    if event.kind is EventKind.ASSISTANT_MESSAGE:
-        return Role.ASSISTANT
-    if event.kind is EventKind.TOOL_RESULT:
-        return Role.TOOL
+    # Dict lookups rather than Role(...): this runs for every event a compile reads (100,000 on a
+    # long session that was never compacted, tests/bench/bench_tui_scale.py).
     if event.kind is EventKind.IMPORTED_MESSAGE:
         role = event.payload.get("role")
-        if not isinstance(role, str):
-            return None  # (Role() would raise ValueError for it too)
-        try:
-            return Role(role)
-        except ValueError:
-            return None
-    return None
+        return _ROLES.get(role) if isinstance(role, str) else None
+    return _KIND_ROLES.get(event.kind)
 
 
 def anchor_seq(events: Sequence[Event]) -> int | None:
