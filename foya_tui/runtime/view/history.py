@@ -124,7 +124,7 @@ def event_message(event: Event) -> Message | None:
     )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class LogEntry:
     """One model-visible message, with the seq of the event it came from."""
 
