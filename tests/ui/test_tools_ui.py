@@ -365,8 +365,9 @@ async def test_a_shortened_result_has_a_badge_that_opens_the_full_text(
         assert app.session is not None and block.outcome is not None
         report = app.conversation.context_report
         assert report is not None and block.outcome.seq in report.shortened_seqs
+        # Mounted the first time the model sees the result shortened.
+        await wait_until(pilot, lambda: any(badge.display for badge in block.query(".badge")))
         badge = block.query_one(".badge")
-        await wait_until(pilot, lambda: badge.display)
         text = visible_text(badge)
         assert text.startswith("↳ ") and " KB shortened · sha256 " in text and text.endswith("· open")
         assert block.outcome.sha256[:8] in text
@@ -392,7 +393,7 @@ async def test_a_shortened_result_has_a_badge_that_opens_the_full_text(
     async with resumed.run_test(size=SIZE) as pilot:
         await wait_until(pilot, lambda: resumed.conversation.ready and len(tool_blocks(resumed)) == 1)
         (block,) = tool_blocks(resumed)
-        await wait_until(pilot, lambda: block.query_one(".badge").display)
+        await wait_until(pilot, lambda: any(badge.display for badge in block.query(".badge")))
         block.focus()
         await pilot.press("o")
         await wait_until(pilot, lambda: isinstance(resumed.screen, ToolOutputScreen))
