@@ -59,6 +59,8 @@ async def test_a_long_session_opens_on_its_newest_page(runtime: Runtime, wait_un
         first = int(shown[0].split()[1])
         assert shown == [f"message {n}" for n in range(first, COUNT)]
         assert "earlier messages load as you scroll up" in visible_text(app.conversation)
+        # Pages loaded above the newest one (it is shorter than two screens) left the view at the end.
+        assert messages.max_scroll_y > 0 and messages.scroll_y == messages.max_scroll_y
 
 
 def assert_consecutive(messages: MessageList) -> None:

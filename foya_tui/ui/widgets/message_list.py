@@ -31,9 +31,9 @@ if TYPE_CHECKING:
     from foya_tui.runtime.model import Event
     from foya_tui.ui.widgets.tool_block import ToolItem, ToolOutcome
 
-MAX_MOUNTED = 150
+MAX_MOUNTED = 60
 """Messages mounted at most: the window of a long session (widgets cost layout on every scroll)."""
-PAGE_EVENTS = 60
+PAGE_EVENTS = 20
 """Stored events a page of the conversation reads (then up to the next user message)."""
 OLDER_HINT = "↑ earlier messages load as you scroll up · Home jumps to the first"
 LOADING_OLDER = "loading earlier messages…"
@@ -427,14 +427,21 @@ class MessageList(VerticalScroll):
         blocks = self.blocks
         if not widgets or not blocks:
             return
-        # The message that was at the top stays where it was on screen while the page mounts above it.
+        # The message that was at the top stays where it was on screen while the page mounts above
+        # it; but a view that follows the end (a newest page shorter than two screens) goes on
+        # following it: the page goes above, and the anchor keeps the newest message in view.
         kept = blocks[0]
         offset = kept.virtual_region.y - self.scroll_y
+        # Anchored and not released by a scroll (Textual keeps no public name for the second;
+        # textual is pinned): the scroll position may still be the one before the last layout.
+        following = self.is_anchored and not self._anchor_released
         await self.mount_all(widgets, before=kept)
         if await self._trim(from_top=False):
             self.has_newer = True
             self.anchor(False)
-        self._keep_in_place(kept, offset)
+            following = False
+        if not following:
+            self._keep_in_place(kept, offset)
 
     async def _append(self, items: Sequence[HistoryItem], more: bool) -> None:
         self.has_newer = more
