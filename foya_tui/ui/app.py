@@ -7,6 +7,7 @@ tokenizer load on the first request, and SQLite is only touched from the Bridge'
 from __future__ import annotations
 
 import asyncio
+import gc
 import sys
 from collections.abc import Callable, Iterable
 from functools import partial
@@ -54,7 +55,8 @@ class FoyaApp(App[None]):
     ) -> None:
         """`runtime` is a Runtime, or a factory called in a worker after the first frame (then
         `settings` must be given: the theme is needed before the runtime exists). `quick_exit`:
-        quitting does not wait for thread workers still running (the `foya` command's app).
+        the `foya` command's own app: quitting does not wait for thread workers still running,
+        and what exists once it is mounted is kept out of the cyclic collector's full passes.
         `config_file`: where a theme or approval mode the user picks is saved (default: the
         runtime's `config.toml`; None with a factory: nothing is saved)."""
         super().__init__()
@@ -94,6 +96,11 @@ class FoyaApp(App[None]):
             from foya_tui.ui.threads import DaemonThreads
 
             asyncio.get_running_loop().set_default_executor(DaemonThreads())
+            # What exists by now (every module imported, the screen) lives as long as the process:
+            # out of the cyclic collector's full passes, which would otherwise walk it all again
+            # each time (tests/bench/bench_tui_scale.py). Not for tests' apps: a frozen object that
+            # becomes garbage in a cycle is never collected.
+            gc.freeze()
         if self._theme_problem:
             self.notify(self._theme_problem, severity="warning")
         for problem in self.keymap.problems:
