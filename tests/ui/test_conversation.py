@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import threading
 from collections.abc import Awaitable, Callable
 
 import pytest
@@ -12,9 +13,11 @@ from textual.color import Color
 from textual.command import CommandList
 from textual.pilot import Pilot
 
+from foya_tui.runtime.context.request import RequestView
 from foya_tui.runtime.model import EventKind
 from foya_tui.runtime.runtime import Runtime
 from foya_tui.runtime.schema import UnknownSessionError
+from foya_tui.runtime.session import Session
 from foya_tui.runtime.updates import ReplyDelta, TurnFinished, TurnStarted
 from foya_tui.settings import Settings, ToolSettings
 from foya_tui.ui.app import FoyaApp, run_app
@@ -324,7 +327,9 @@ import asyncio, sys
 from pathlib import Path
 from foya_tui.paths import FoyaPaths
 from foya_tui.runtime.runtime import Runtime
+from foya_tui.runtime.context.request import RequestView
 from foya_tui.runtime.schema import UnknownSessionError
+from foya_tui.runtime.session import Session
 from foya_tui.settings import Settings, ToolSettings
 from foya_tui.ui.app import FoyaApp, run_app
 
@@ -420,6 +425,40 @@ def test_run_app_checks_a_resumed_id_without_opening_the_runtime(
         with pytest.raises(UnknownSessionError):
             run_app(database=database, session=unknown)
     assert len(started) == 1  # an unknown id never starts the screen
+
+
+async def test_the_prompt_takes_a_message_before_the_meter_is_read(
+    make_runtime: Callable[..., Runtime], wait_until, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Opening shows the newest messages and frees the prompt first; the meter's compile (all of a
+    long session that was never compacted) follows in its own time and holds nothing up."""
+    headless = make_runtime()
+    session = headless.new_session()
+    list(session.send("hello"))
+    release = threading.Event()
+    compiles: list[str] = []
+    compile_next = Session.context
+
+    def held_first(self: Session) -> RequestView:
+        compiles.append(threading.current_thread().name)
+        if len(compiles) == 1:
+            release.wait(30)  # the meter's read on opening, held until the test lets it go
+        return compile_next(self)
+
+    monkeypatch.setattr(Session, "context", held_first)
+    app = FoyaApp(make_runtime(), session_id=session.id)
+    try:
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_until(pilot, lambda: app.conversation.ready and len(roles(app)) == 2)
+            await wait_until(pilot, lambda: len(compiles) == 1)
+            assert app.conversation.context_report is None  # the meter is still being read
+            await pilot.press(*"again", "enter")
+            await wait_until(pilot, lambda: len(roles(app)) == 4 and app.conversation.ready)
+            assert app.conversation.messages.blocks[2].text == "again"
+            release.set()
+            await wait_until(pilot, lambda: len(compiles) > 1 and app.conversation.context_report is not None)
+    finally:
+        release.set()
 
 
 async def test_resume_continues_on_the_model_of_the_last_reply(

@@ -111,6 +111,8 @@ async def test_exploration_shows_collapsed_blocks_that_expand(app: FoyaApp, send
             assert not block.expanded and block.status.startswith("✓")
             assert block.status.endswith(" s")
         assert visible_text(readme).startswith("▶ read_file  path=README.md")
+        # Two widgets a call (the block and its summary line): a long session mounts many.
+        assert [len(list(block.walk_children(with_self=True))) for block in (listing, readme)] == [2, 2]
 
         readme.focus()
         await pilot.press("enter")

@@ -240,10 +240,6 @@ class ToolSummary(Widget):
             self._status, self._kind = status
         self.refresh()
 
-    @property
-    def call_text(self) -> str:
-        return self._call.plain
-
     def render(self) -> Text:
         status = Text(self._status, style=self.get_component_rich_style(f"tool-summary-{self._kind}"))
         call = self._call.copy()
