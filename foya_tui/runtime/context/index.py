@@ -611,7 +611,9 @@ class SessionIndex:
             self.logged_epochs.add(epoch)
         else:
             self.log.add(event)
-        for entry in self.log.entries[before:]:
+        entries = self.log.entries
+        for position in range(before, len(entries)):  # no slice: this runs once per event
+            entry = entries[position]
             index = len(self.seqs)
             message = entry.message
             if message.attachments:

@@ -77,7 +77,7 @@ def decode_event(session_id: str, seq: int, kind: str, payload: str, created_at:
             created_at=created_at,
             problem=f"unreadable event row ({problem})",
         )
-    return Event(session_id=session_id, seq=seq, kind=event_kind, payload=decoded, created_at=created_at)
+    return Event(session_id, seq, event_kind, decoded, created_at)  # positional: cheaper, per row
 
 
 IMPORT_BATCH_EVENTS = 1_000

@@ -138,7 +138,8 @@ class LogEntry:
 
 
 def _entry(seq: int, message: Message, *, hidden: bool = False) -> LogEntry:
-    return LogEntry(seq=seq, message=message, openai=message.to_openai(), hidden=hidden)
+    # Positional: one entry per message a compile reads, and keywords cost a fifth more.
+    return LogEntry(seq, message, message.to_openai(), hidden)
 
 
 def handoff_message(event: Event) -> Message | None:
@@ -182,6 +183,8 @@ class PendingCalls(Generic[T]):
 
     def close(self) -> list[T]:
         """The calls still unanswered, which no later result may answer any more."""
+        if not self._waiting:
+            return []  # the usual case, once per message of a long history
         closed = self.waiting()
         self._waiting = []
         return closed
@@ -213,11 +216,13 @@ class MessageLog:
             if self._pending.answer(message.tool_call_id or "") is not None:
                 self.entries.append(_entry(event.seq, message))
             return
-        self.entries.extend(self._placeholders(self._pending.close()))
+        unanswered = self._pending.close()
+        if unanswered:
+            self.entries.extend(self._placeholders(unanswered))
         if message.role is Role.USER:
             self.anchor_index = len(self.entries)
         self.entries.append(_entry(event.seq, message))
-        if message.role is Role.ASSISTANT:
+        if message.role is Role.ASSISTANT and message.tool_calls:  # none wait now: closed above
             self._pending.open((call.id, (event.seq, call)) for call in message.tool_calls)
 
     def add_hidden(self, event: Event) -> None:
