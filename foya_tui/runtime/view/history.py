@@ -6,7 +6,7 @@ Everything here derives a *view* from events; nothing changes them (SPEC H-2).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final, Generic, TypeVar
 
 from foya_tui.runtime.model import AttachmentRef, Event, EventKind, Message, Role, ToolCall
@@ -130,16 +130,25 @@ class LogEntry:
 
     seq: int
     message: Message
-    openai: Mapping[str, Any]
-    """The provider form, built once: compiles reuse it instead of rebuilding every step."""
     hidden: bool = False
     """A control message the model sees but the user never does (a handoff record, SPEC K-1): never
     the head anchor, and stripped from compaction input and forks."""
+    _openai: Mapping[str, Any] | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def openai(self) -> Mapping[str, Any]:
+        """The provider form, built on first use and then kept (compiles reuse it, and compare it by
+        identity): a long session's entries whose tokens are stored are mostly never sent, and
+        their forms would be a fifth of the index's memory."""
+        form = self._openai
+        if form is None:
+            form = self.message.to_openai()
+            object.__setattr__(self, "_openai", form)  # a cache: the entry itself does not change
+        return form
 
 
 def _entry(seq: int, message: Message, *, hidden: bool = False) -> LogEntry:
-    # Positional: one entry per message a compile reads, and keywords cost a fifth more.
-    return LogEntry(seq, message, message.to_openai(), hidden)
+    return LogEntry(seq, message, hidden)  # positional: one per message a compile reads
 
 
 def handoff_message(event: Event) -> Message | None:
