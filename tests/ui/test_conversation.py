@@ -431,16 +431,19 @@ async def test_the_prompt_takes_a_message_before_the_meter_is_read(
     make_runtime: Callable[..., Runtime], wait_until, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Opening shows the newest messages and frees the prompt first; the meter's compile (all of a
-    long session that was never compacted) follows in its own time and holds nothing up."""
+    long session that was never compacted) starts after that and holds nothing up."""
     headless = make_runtime()
     session = headless.new_session()
     list(session.send("hello"))
     release = threading.Event()
     compiles: list[str] = []
+    shown_first: list[bool] = []
+    """Whether the prompt was free (the page shown) when each compile began."""
     compile_next = Session.context
 
     def held_first(self: Session) -> RequestView:
         compiles.append(threading.current_thread().name)
+        shown_first.append(app.conversation.ready)
         if len(compiles) == 1:
             release.wait(30)  # the meter's read on opening, held until the test lets it go
         return compile_next(self)
@@ -451,7 +454,8 @@ async def test_the_prompt_takes_a_message_before_the_meter_is_read(
         async with app.run_test(size=SIZE) as pilot:
             await wait_until(pilot, lambda: app.conversation.ready and len(roles(app)) == 2)
             await wait_until(pilot, lambda: len(compiles) == 1)
-            assert app.conversation.context_report is None  # the meter is still being read
+            assert shown_first == [True]  # the meter is read once the page is shown
+            assert app.conversation.context_report is None  # and is still being read
             await pilot.press(*"again", "enter")
             await wait_until(pilot, lambda: len(roles(app)) == 4 and app.conversation.ready)
             assert app.conversation.messages.blocks[2].text == "again"
