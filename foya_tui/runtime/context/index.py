@@ -65,6 +65,8 @@ calibration, the cache clock), rewinds (validity, revision), handoff epochs (K-1
 
 READ_BATCH_EVENTS = 2_000
 """Events a full read takes from the store at a time (see `SessionIndex._rebuild`)."""
+COLLECT_AFTER_EVENTS = 20_000
+"""A full read of at least this many events ends with one full collection (see `_rebuild`)."""
 
 CUT_FORMS_KEPT = 512
 """Elastic forms kept per column: a few steps' worth of sizes for the results in the working set."""
@@ -577,14 +579,20 @@ class SessionIndex:
         for event in control:
             if (event.problem is None or event.kind is EventKind.HANDOFF) and not voided(event.seq):
                 self.handoffs.observe(event)
-        last = 0
+        last = read = 0
         with collector_paused():
             for event in store.iter_events(self.session_id, batch=READ_BATCH_EVENTS):
                 if first:
                     self._sample(event)  # rewound requests too: tokenizers do not change
                 last = event.seq
+                read += 1
                 if event.problem is None and not voided(event.seq):
                     self._add(event)
+            if read >= COLLECT_AFTER_EVENTS:
+                # One full pass now, in this thread, takes the new log to the oldest generation;
+                # left to the automatic passes it would be walked three times over, mostly by
+                # whichever thread allocates next (the TUI's own: a pause in its frames).
+                gc.collect()
         if first:
             self.last_seq = last or store.last_seq(self.session_id)
 
