@@ -411,6 +411,9 @@ class MessageList(VerticalScroll):
         self.call_after_refresh(self.want_more)
 
     async def _replace(self, request: PageRequest, items: Sequence[HistoryItem], more: bool) -> None:
+        # No page is asked for until the new one is laid out: measured before that, any page looks
+        # shorter than a screen (scrolling to its end or start asked for a second one at once).
+        self._settling = True
         await self._remove_entries(self._entries())
         at_start = request.direction is Direction.NEWER
         self.has_older, self.has_newer = (False, more) if at_start else (more, False)
@@ -420,6 +423,12 @@ class MessageList(VerticalScroll):
             self.scroll_home(animate=False, immediate=True)
         else:
             self.scroll_end(animate=False, immediate=True)
+
+        def laid_out() -> None:
+            self._settling = False
+            self.want_more()
+
+        self.call_after_refresh(laid_out)
 
     async def _prepend(self, items: Sequence[HistoryItem], more: bool) -> None:
         self.has_older = more
