@@ -572,21 +572,27 @@ class SessionIndex:
         batch, never every event at once (a session of 100,000 events that was never compacted:
         tests/bench/bench_tui_scale.py)."""
         self._reset()
-        control = store.events_of_kinds(self.session_id, _EPOCH_EVENTS)
+        control = store.events_of_kinds(
+            self.session_id, _EPOCH_EVENTS | (_SAMPLED_EVENTS if first else set())
+        )
         voided = _voided_by(control)
-        # An unreadable handoff row still counts against its epoch (a malformed record), unless a
-        # later rewind voided it (SPEC H-4, K-1).
         for event in control:
-            if (event.problem is None or event.kind is EventKind.HANDOFF) and not voided(event.seq):
+            if first:
+                self._sample(event)  # rewound requests too: tokenizers do not change
+            # An unreadable handoff row still counts against its epoch (a malformed record), unless
+            # a later rewind voided it (SPEC H-4, K-1).
+            if (
+                event.kind in _EPOCH_EVENTS
+                and (event.problem is None or event.kind is EventKind.HANDOFF)
+                and not voided(event.seq)
+            ):
                 self.handoffs.observe(event)
         last = read = 0
         with collector_paused():
             for event in store.iter_events(self.session_id, batch=READ_BATCH_EVENTS):
-                if first:
-                    self._sample(event)  # rewound requests too: tokenizers do not change
                 last = event.seq
                 read += 1
-                if event.problem is None and not voided(event.seq):
+                if event.problem is None and (voided is _nothing_voided or not voided(event.seq)):
                     self._add(event)
             if read >= COLLECT_AFTER_EVENTS:
                 # One full pass now, in this thread, takes the new log to the oldest generation;
@@ -794,6 +800,8 @@ _CHECKPOINT_EVENTS = frozenset(
 )
 _EPOCH_EVENTS = _CHECKPOINT_EVENTS | {EventKind.HANDOFF}
 """What decides which events are valid (rewinds) and each handoff record's epoch (SPEC H-4, K-1)."""
+_SAMPLED_EVENTS = frozenset({EventKind.PROVIDER_USAGE, EventKind.COMPACTION_DIAGNOSTIC})
+"""What `_sample` learns calibration from (read on the kind index, not picked out of a full read)."""
 
 
 @contextmanager
@@ -822,8 +830,13 @@ def _voided_by(events: Sequence[Event]) -> Callable[[int], bool]:
         and isinstance(to_seq := event.payload.get("to_seq"), int)
     ]
     if not spans:
-        return lambda seq: False
+        return _nothing_voided
     return lambda seq: any(to_seq < seq < rewind_seq for to_seq, rewind_seq in spans)
+
+
+def _nothing_voided(seq: int) -> bool:
+    """No rewind voids anything (the usual case: `_rebuild` then skips the call)."""
+    return False
 
 
 def covered_base(checkpoints: CheckpointState | None) -> int:
