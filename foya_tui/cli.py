@@ -797,12 +797,14 @@ def _check_arguments(argv: Sequence[str]) -> None:
 
 
 def _exit_now(code: int) -> NoReturn:
-    """End `foya run` as soon as its output is out. LiteLLM hands each reply to its logging thread
-    pool (cost bookkeeping nobody reads here), and the interpreter joins those threads at exit:
-    5-20 s after the last line on a loaded machine (tests/bench/bench_tui_scale.py); a run that
-    fails early would otherwise end beside a LiteLLM import still under way in the background.
-    The runtime (database and session lease) is closed by now and every event committed, so
-    nothing is lost by not waiting; a stream that cannot be flushed has lost its reader."""
+    """End `foya run`, or the TUI once the user quit, as soon as the output is out. LiteLLM hands
+    each reply to its logging thread pool (cost bookkeeping nobody reads here), and the interpreter
+    joins those threads at exit: 5-20 s after the last line on a loaded machine; a run that fails
+    early would otherwise end beside a LiteLLM import still under way in the background; and the
+    teardown frees every object one by one, the compiler's index of a long session too (100-200 ms
+    after the TUI has already given the terminal back: tests/bench/bench_tui_scale.py). The
+    runtime (database and session lease) is closed by now and every event committed, so nothing is
+    lost by not waiting; a stream that cannot be flushed has lost its reader."""
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(OSError, ValueError):
             stream.flush()
@@ -811,12 +813,12 @@ def _exit_now(code: int) -> NoReturn:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; its exit code. In a process of its own (`argv` None) `foya run` imports
-    LiteLLM in the background while it prepares its first request, and ends through `_exit_now`
-    whatever the outcome: its `with` blocks have closed the runtime by the time an error reaches
-    this function. Called with arguments (tests), it starts no thread and returns."""
+    LiteLLM in the background while it prepares its first request, and it and the TUI end through
+    `_exit_now` whatever the outcome: their `with` blocks have closed the runtime by the time an
+    error reaches this function. Called with arguments (tests), it starts no thread and returns."""
     own_process = argv is None
     code, command = _run_command(sys.argv[1:] if argv is None else list(argv), own_process)
-    if own_process and command == "run":
+    if own_process and command in ("run", "tui"):
         _exit_now(code)
     return code
 
@@ -827,7 +829,7 @@ def _run_command(argv: list[str], own_process: bool) -> tuple[int, str | None]:
     try:
         _check_arguments(argv)
         args = build_parser().parse_args(argv)
-        command = args.command
+        command = args.command or "tui"  # no sub-command: the TUI
         if command == "run":
             return _cmd_run(args, background_import=own_process), command
         handler = {

@@ -43,7 +43,7 @@ class Role(StrEnum):
     TOOL = "tool"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ToolCall:
     """One function call requested by the assistant; `arguments` is the raw JSON text."""
 
@@ -91,7 +91,7 @@ class Usage:
         }
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class AttachmentRef:
     """A reference from an event to bytes in the session's artifact store (SPEC H-3)."""
 
@@ -126,7 +126,7 @@ class NewArtifact:
         )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Event:
     """One immutable row of a session's canonical history (SPEC H-2: never edited)."""
 
@@ -158,7 +158,7 @@ class NewEvent:
     payload: Mapping[str, Any]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Message:
     """One model-visible chat message (OpenAI shape), derived from events, never stored."""
 

@@ -7,6 +7,7 @@ tokenizer load on the first request, and SQLite is only touched from the Bridge'
 from __future__ import annotations
 
 import asyncio
+import gc
 import sys
 from collections.abc import Callable, Iterable
 from functools import partial
@@ -54,7 +55,8 @@ class FoyaApp(App[None]):
     ) -> None:
         """`runtime` is a Runtime, or a factory called in a worker after the first frame (then
         `settings` must be given: the theme is needed before the runtime exists). `quick_exit`:
-        quitting does not wait for thread workers still running (the `foya` command's app).
+        the `foya` command's own app: quitting does not wait for thread workers still running,
+        and what exists once it is mounted is kept out of the cyclic collector's full passes.
         `config_file`: where a theme or approval mode the user picks is saved (default: the
         runtime's `config.toml`; None with a factory: nothing is saved)."""
         super().__init__()
@@ -94,6 +96,11 @@ class FoyaApp(App[None]):
             from foya_tui.ui.threads import DaemonThreads
 
             asyncio.get_running_loop().set_default_executor(DaemonThreads())
+            # What exists by now (every module imported, the screen) lives as long as the process:
+            # out of the cyclic collector's full passes, which would otherwise walk it all again
+            # each time (tests/bench/bench_tui_scale.py). Not for tests' apps: a frozen object that
+            # becomes garbage in a cycle is never collected.
+            gc.freeze()
         if self._theme_problem:
             self.notify(self._theme_problem, severity="warning")
         for problem in self.keymap.problems:
@@ -194,7 +201,7 @@ def run_app(
     """Run the TUI until the user quits; then say on stderr how to resume the session."""
     from foya_tui.paths import resolve_paths
     from foya_tui.runtime.providers.routes import route_for
-    from foya_tui.runtime.schema import needs_migration
+    from foya_tui.runtime.schema import needs_migration, session_id_in
     from foya_tui.settings import load_settings
 
     paths = resolve_paths(database=database)
@@ -211,20 +218,25 @@ def run_app(
 
     runtime: Runtime | None = None
     session_id = None
-    if session or needs_migration(paths.database):
-        # Opened before the screen takes the terminal when the id must be checked, or when an older
-        # database is migrated (indexing it for search reports progress on stderr).
+    if needs_migration(paths.database):
+        # An older database is migrated before the screen takes the terminal: indexing it for
+        # search reports progress on stderr.
         runtime = open_runtime()
     if session:
-        # Resuming: the id is checked first (an unknown one is exit 2).
-        assert runtime is not None
-        try:
-            session_id = runtime.find_session(session).id
-        except Exception:
-            runtime.close()
-            raise
-    # A new conversation gets a factory: the runtime is imported and the database opened in a
-    # worker, after the first frame (tests/bench/bench_startup.py).
+        # Resuming: the id is checked first (an unknown one is exit 2), with one read-only query
+        # rather than the runtime, which opens after the first frame like a new conversation's.
+        session_id = session_id_in(paths.database, session) if runtime is None else None
+        if session_id is None:
+            # Just migrated, or a file that query could not read: the runtime's own lookup, which
+            # says what is wrong with the file.
+            runtime = runtime or open_runtime()
+            try:
+                session_id = runtime.find_session(session).id
+            except Exception:
+                runtime.close()
+                raise
+    # Otherwise the app gets a factory: the runtime is imported and the database opened in a
+    # worker, after the first frame (tests/bench/bench_startup.py, bench_tui_scale.py).
     app = FoyaApp(
         runtime or open_runtime,
         settings=settings,

@@ -477,11 +477,10 @@ class Bridge(Widget):
                 self._writes_in_progress -= 1
 
     def _reload(self, runtime: Runtime, session: Session) -> None:
-        """Post the open session's newest page and next request again, as a resume does."""
+        """Post the open session's newest page again, as a resume does (the meter follows it)."""
         self._shown_seq = runtime.last_seq(session.id)
         items, has_older = newest_page(runtime, session.id)
         self.post_message(SessionOpened(session, items, has_older=has_older))
-        self._post_next_request(runtime, session)
 
     def _post_turn_seqs(self, runtime: Runtime, session_id: str, start: int) -> None:
         """Say which events the turn just ended stored, so its blocks know where a rewind goes."""
@@ -633,8 +632,8 @@ class Bridge(Widget):
     @work(thread=True, exclusive=True, group="history", exit_on_error=False)
     def fork(self, at_seq: int | None = None) -> None:
         """Fork a new session from the open one's valid messages through `at_seq` (None: all of
-        them), then open the fork on the same route and post its history and next request, as a
-        resume does. The source session is not changed."""
+        them), then open the fork on the same route and post its history, as a resume does (its
+        meter follows). The source session is not changed."""
         try:
             runtime, source = self._open_session()
             forked = runtime.fork(source.id, at_seq)
@@ -643,10 +642,7 @@ class Bridge(Widget):
             self._shown_seq = runtime.last_seq(session.id)
             self.post_message(SessionForked(source.info.short_id, session, forked.at_seq))
             items, has_older = newest_page(runtime, session.id)
-            self.post_message(SessionOpened(session, items, has_older=has_older))
-            self.post_message(
-                ContextReported(session.context().report(), recorded_steps(runtime, session.id))
-            )
+            self.post_message(SessionOpened(session, items, has_older=has_older))  # then its meter
         except Exception as exc:
             # A ForkError says in one line why history cannot be cut there, and where it could be.
             self.post_message(BridgeFailed(one_line(exc)))
@@ -718,20 +714,36 @@ class Bridge(Widget):
         self._show_opened(runtime, session)
 
     def _show_opened(self, runtime: Runtime, session: Session) -> None:
-        """Make `session` the open one and post what the screen shows of it: the newest page first,
-        then the meter's numbers, the last compaction and an index problem; never the whole log
-        (tests/bench/bench_tui_scale.py)."""
-        from foya_tui.runtime.model import EventKind
-
+        """Make `session` the open one and post its newest page, never the whole log; the screen
+        asks for the meter once the page is shown (`opened_shown`)."""
         self._session, self._route = session, session.route
         self._shown_seq = runtime.last_seq(session.id)
         items, has_older = newest_page(runtime, session.id)
         self.post_message(SessionOpened(session, items, has_older=has_older))
-        self._post_next_request(runtime, session)
-        last = last_compaction(runtime.events_of_kind(session.id, EventKind.COMPACTION_DIAGNOSTIC))
-        if last is not None:
-            self.post_message(LastCompactionRead(last))
-        self._post_index_problem(runtime)
+
+    def opened_shown(self, session: Session) -> None:
+        """On the UI thread: the conversation shows `session`'s newest page (SessionOpened). Its
+        meter's numbers, last compaction and any index problem are read now, after the page: the
+        compile (all of a long session no checkpoint covers; the tokenizer's first load) would
+        otherwise compete with laying the page out, and the prompt would wait for both
+        (tests/bench/bench_tui_scale.py)."""
+        self._read_opened(session)
+
+    @work(thread=True, exclusive=True, group="next-request", exit_on_error=False)
+    def _read_opened(self, session: Session) -> None:
+        from foya_tui.runtime.model import EventKind
+
+        try:
+            runtime = self.runtime
+            if runtime is None or session is not self._session:
+                return  # another session was opened meanwhile: its own page asks for its meter
+            self._post_next_request(runtime, session)
+            last = last_compaction(runtime.events_of_kind(session.id, EventKind.COMPACTION_DIAGNOSTIC))
+            if last is not None:
+                self.post_message(LastCompactionRead(last))
+            self._post_index_problem(runtime)
+        except Exception as exc:
+            self.post_message(BridgeFailed(f"The context report failed: {one_line(exc)}"))
 
     @work(thread=True, exclusive=True, group="history", exit_on_error=False)
     def open_origin(self) -> None:

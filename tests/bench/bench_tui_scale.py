@@ -1,14 +1,23 @@
 """Provides a benchmark of the conversation view at scale, and of `foya run`'s import and exit cost.
 
-Run: `python tests/bench/bench_tui_scale.py [--rounds N] [--messages 2000] [--events 100000]`
-(`--skip-view`: part 2 only; `--skip-run`: part 1 only).
+Run: `python tests/bench/bench_tui_scale.py [--rounds N] [--messages 2000] [--events 100000]
+[--skip-compacted] [--home DIR]` (`--skip-view`: part 2 only; `--skip-run`: part 1 only).
 
-Part 1 opens three sessions of one database as `foya --session` does (the runtime opened first,
-then the app, headless, in a fresh process each): 20 messages, `--messages` messages, and a
-session of `--events` events (an imported transcript). Per process it records: start to first
-frame; to the last message and the meter both shown; the first PageUp (to the page it loads);
-Home to the first message; quit (exit asked → process gone); peak RSS. The sizes alternate in
-every round (A B C A B C), and each is printed as a ratio to the 20-message session.
+Part 1 resumes sessions exactly as `foya --session ID` does (the CLI's `main`, headless, in a fresh
+process each; the app's frame hook and its run are the only things patched): 20 messages, `--messages`
+messages, a session of `--events` events (an imported transcript of alternating user and assistant
+messages, never compacted, so the meter's compile reads all of it), and unless `--skip-compacted`
+a realistic session of about `--events` events (tests/bench/bench_compaction.py's requests, tool
+groups with code, shell and search output, replies) with a text checkpoint over all but its last
+request (tests/bench/bench_scale.py's `build`), which is what a long session looks like. Every
+session was compiled once before (token counts stored), as a session Foya wrote would have been.
+
+Per process it records: start to the first painted frame; to the first frame that shows the last
+message with the prompt usable; to the first frame that shows the meter's numbers; the first
+PageUp (to the page it loads); Home to the first message; quit (exit asked → process gone); peak
+RSS. A bare Textual app that shows one label is started in the same rounds, and every size's first
+frame is also given as a ratio to it. The sizes alternate in every round (bare A B C D, bare A B C
+D), and each is printed as a ratio to the 20-message session.
 
 Part 2 times `foya run "hello"` (simulator, a fresh home) against `python -c "import litellm"`,
 alternating, and the time from the last line of the reply to the process's exit: as shipped
@@ -34,37 +43,42 @@ from collections.abc import Callable
 from pathlib import Path
 
 CHILD = """
-import json, resource, sys, time
-from pathlib import Path
-import foya_tui.ui.app
-from foya_tui.paths import resolve_paths
-from foya_tui.runtime.runtime import Runtime
-from foya_tui.settings import load_settings
+import json, sys, time
+from textual.app import App
 from foya_tui.ui.app import FoyaApp
 
 marks = {}
+original_display = FoyaApp._display
 
-class Probe(FoyaApp):
-    CSS_PATH = str(Path(foya_tui.ui.app.__file__).parent / FoyaApp.CSS_PATH)
+def display(self, screen, renderable):
+    # The time of the first frame that goes to the terminal showing each thing, not of the
+    # message that made it: what the user sees.
+    original_display(self, screen, renderable)
+    if renderable is None:
+        return
+    now = time.time()
+    marks.setdefault("first_frame", now)
+    conversation = self._conversation
+    if conversation is None:
+        return
+    if "prompt" not in marks and conversation.ready and conversation.messages.blocks:
+        marks["prompt"] = now
+    if "meter" not in marks and conversation.context_report is not None:
+        marks["meter"] = now
 
-    def _display(self, screen, renderable):
-        super()._display(screen, renderable)
-        if renderable is not None and "first_frame" not in marks:
-            marks["first_frame"] = time.time()
-
-async def until(pilot, condition, timeout=600):
+async def until(pilot, condition, pause=0.005, timeout=600):
     deadline = time.monotonic() + timeout
     while not condition():
         if time.monotonic() > deadline:
             raise SystemExit("timed out")
-        await pilot.pause(0.005)
+        await pilot.pause(pause)
 
 async def drive(pilot):
-    conversation = app.conversation
-    messages = conversation.messages
-    shown = lambda: conversation.ready and messages.blocks and conversation.context_report is not None
-    await until(pilot, shown)
-    marks["ready"] = time.time()
+    app = pilot.app
+    messages = app.conversation.messages
+    # Polled slowly: the marks come from the frames, and a busy poll would slow the workers down.
+    await until(pilot, lambda: "prompt" in marks and "meter" in marks, pause=0.05)
+    await pilot.pause()
     started = time.time()
     await pilot.press("pageup")
     await pilot.pause()
@@ -79,30 +93,58 @@ async def drive(pilot):
     marks["home"] = time.time() - started
     marks["first_text"] = messages.blocks[0].text
     marks["widgets"] = sum(1 for _ in messages.walk_children())
+    marks["blocks"] = len(messages.blocks)
     marks["quit"] = time.time()
     app.exit()
 
-paths = resolve_paths()
-settings = load_settings(paths.config_file)
-runtime = Runtime(settings, paths)  # as run_app does for --session: opened before the app
-session_id = runtime.find_session(sys.argv[1]).id
-app = Probe(runtime, settings=settings, session_id=session_id, quick_exit=True)
-app.run(headless=True, auto_pilot=drive)
-marks["app_returned"] = time.time()
-runtime.close()
-marks["rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-print(json.dumps(marks), flush=True)
+def run(self, *args, **kwargs):
+    App.run(self, headless=True, auto_pilot=drive)
+    # Printed here, as the app returns: what follows (closing the runtime, the process's exit) is
+    # timed by the parent, up to the process being gone. VmHWM: this process image's own peak (the
+    # rusage of a forked child starts from the parent's).
+    peak = next(line for line in open("/proc/self/status") if line.startswith("VmHWM"))
+    marks["rss_mb"] = int(peak.split()[1]) / 1024
+    print(json.dumps(marks), flush=True)
+
+FoyaApp._display = display
+FoyaApp.run = run
+sys.argv = ["foya", "--db", sys.argv[2], "--session", sys.argv[1]]
+from foya_tui.cli import main
+sys.exit(main())
 """
 
-METRICS = ("first_frame", "ready", "page_up", "home", "quit", "rss_mb")
+BARE_APP = """
+import time
+from textual.app import App
+from textual.widgets import Label
+
+class Bare(App):
+    painted = False
+
+    def compose(self):
+        yield Label("hello")
+
+    def _display(self, screen, renderable):
+        super()._display(screen, renderable)
+        if renderable is not None and not self.painted:  # the first frame goes to the terminal
+            self.painted = True
+            print(time.time(), flush=True)
+            self.exit()
+
+Bare().run(headless=True)
+"""
+
+METRICS = ("first_frame", "prompt", "meter", "page_up", "home", "quit", "rss_mb")
 LABELS = {
     "first_frame": "start → first frame",
-    "ready": "start → last message + meter",
+    "prompt": "start → last message, prompt usable",
+    "meter": "start → meter shown",
     "page_up": "first PageUp (page shown)",
     "home": "Home → first message",
     "quit": "quit → process gone",
     "rss_mb": "peak RSS (MB)",
 }
+BASE = "20 messages"
 
 
 def transcript(count: int) -> bytes:
@@ -114,23 +156,51 @@ def transcript(count: int) -> bytes:
 
 
 def build(home: Path, sizes: dict[str, int]) -> dict[str, str]:
-    """Import one session per size into the home's database; their ids by label."""
+    """Import one session per size into the home's database, each compiled once (its token counts
+    stored, as Foya stores them on a session's first compile); their ids by label."""
     from foya_tui.paths import resolve_paths
     from foya_tui.runtime.runtime import Runtime
     from foya_tui.settings import load_settings
 
     os.environ["FOYA_HOME"] = str(home)
     paths = resolve_paths()
+    ids = {}
     with Runtime(load_settings(paths.config_file), paths) as runtime:
-        return {
-            label: runtime.import_transcript(transcript(count), f"{label}.jsonl").id
-            for label, count in sizes.items()
-        }
+        for label, count in sizes.items():
+            ids[label] = runtime.import_transcript(transcript(count), f"{label}.jsonl").id
+            runtime.context(ids[label])
+    return ids
 
 
-def open_once(session_id: str, env: dict[str, str]) -> dict[str, float]:
+def build_compacted(folder: Path, events: int) -> tuple[str, Path]:
+    """A realistic session of about `events` events with a checkpoint over all but its last request."""
+    from tests.bench.bench_scale import build as build_scale
+
+    built = build_scale(events, folder, checkpoint=True)
+    return built.session_id, built.database
+
+
+def built_cases(home: Path, sizes: dict[str, int], compacted: int | None) -> dict[str, tuple[str, Path]]:
+    """Each case's session id and database, built in `home` (or read back from an earlier run's list)."""
+    listing = home / "bench_tui_scale.json"
+    wanted = {**sizes, **({f"{compacted:,} compacted": compacted} if compacted else {})}
+    if listing.is_file():
+        known = {label: (case[0], Path(case[1])) for label, case in json.loads(listing.read_text()).items()}
+        if set(wanted) <= set(known):
+            return {label: known[label] for label in wanted}
     started = time.time()
-    command = [sys.executable, "-c", CHILD, session_id]
+    database = home / "foya.sqlite3"
+    cases = {label: (session_id, database) for label, session_id in build(home, sizes).items()}
+    if compacted:
+        cases[f"{compacted:,} compacted"] = build_compacted(home, compacted)
+    listing.write_text(json.dumps({label: (case[0], str(case[1])) for label, case in cases.items()}))
+    print(f"built {len(cases)} sessions in {time.time() - started:.0f} s", file=sys.stderr)
+    return cases
+
+
+def open_once(session_id: str, database: Path, env: dict[str, str]) -> dict[str, float]:
+    started = time.time()
+    command = [sys.executable, "-c", CHILD, session_id, str(database)]
     result = subprocess.run(command, capture_output=True, text=True, env=env)
     ended = time.time()
     if result.returncode != 0:
@@ -138,15 +208,24 @@ def open_once(session_id: str, env: dict[str, str]) -> dict[str, float]:
     marks = json.loads(result.stdout.strip().splitlines()[-1])
     return {
         "first_frame": marks["first_frame"] - started,
-        "ready": marks["ready"] - started,
+        "prompt": marks["prompt"] - started,
+        "meter": marks["meter"] - started,
         "page_up": marks["page_up"],
         "home": marks["home"],
         "quit": ended - marks["quit"],
-        "quit_in_app": marks["app_returned"] - marks["quit"],
         "rss_mb": marks["rss_mb"],
         "first_text": marks["first_text"],
         "widgets": marks["widgets"],
+        "blocks": marks["blocks"],
     }
+
+
+def bare_once(env: dict[str, str]) -> float:
+    started = time.time()
+    result = subprocess.run(
+        [sys.executable, "-c", BARE_APP], capture_output=True, text=True, env=env, check=True
+    )
+    return float(result.stdout.split()[0]) - started
 
 
 # `foya run` as a process of its own, started the same way with and without the background import.
@@ -229,28 +308,47 @@ def print_run_part(rounds: int, run_env: dict[str, str], env: dict[str, str]) ->
     print(f"  `foya run -`: the prompt arrives on stdin {late:g} s after the start (counted in its wall)")
 
 
-def print_view_part(rounds: int, home: Path, sizes: dict[str, int], env: dict[str, str]) -> None:
-    ids = build(home, sizes)
-    results: dict[str, list[dict[str, float]]] = {label: [] for label in sizes}
-    open_once(ids["20 messages"], env)  # byte-compiles and warms the disk cache: not counted
-    for _ in range(rounds):
-        for label in sizes:  # A B C, A B C: machine noise hits every size alike
-            results[label].append(open_once(ids[label], env))
-    print(f"conversation view, median of {rounds} alternating rounds (fresh processes, headless)")
-    base = {metric: statistics.median(r[metric] for r in results["20 messages"]) for metric in METRICS}
-    header = "".join(f"{label:>26}" for label in sizes)
-    print(f"  {'':32}{header}")
+def cell(metric: str, value: float, base: float) -> str:
+    unit = f"{value:7.0f} MB" if metric == "rss_mb" else f"{value * 1000:7.0f} ms"
+    return f"{unit} ({value / base:5.2f}x)" if base else unit
+
+
+def print_view_part(args: argparse.Namespace, home: Path, sizes: dict[str, int], env: dict[str, str]) -> None:
+    cases = built_cases(home, sizes, None if args.skip_compacted else args.events)
+    results: dict[str, list[dict[str, float]]] = {label: [] for label in cases}
+    bare: list[float] = []
+    open_once(*cases[BASE], env)  # byte-compiles and warms the disk cache: not counted
+    bare_once(env)
+    for _ in range(args.rounds):
+        bare.append(bare_once(env))
+        for label, case in cases.items():  # A B C, A B C: machine noise hits every size alike
+            results[label].append(open_once(*case, env))
+    print(f"conversation view, median of {args.rounds} alternating rounds (fresh processes, headless)")
+    medians = {
+        label: {metric: statistics.median(r[metric] for r in runs) for metric in METRICS}
+        for label, runs in results.items()
+    }
+    base = medians[BASE]
+    print(f"  {'':38}" + "".join(f"{label:>24}" for label in cases))
     for metric in METRICS:
-        cells = []
-        for label in sizes:
-            value = statistics.median(r[metric] for r in results[label])
-            unit = f"{value:7.0f} MB" if metric == "rss_mb" else f"{value * 1000:7.0f} ms"
-            cells.append(f"{unit} ({value / base[metric]:5.2f}x)" if base[metric] else unit)
-        print(f"  {LABELS[metric]:32}" + "".join(f"{cell:>26}" for cell in cells))
-    for label in sizes:
+        cells = [cell(metric, medians[label][metric], base[metric]) for label in cases]
+        print(f"  {LABELS[metric]:38}" + "".join(f"{text:>24}" for text in cells))
+    bare_s = statistics.median(bare)
+    print(f"  {'bare Textual app → first frame':38}{bare_s * 1000:17.0f} ms")
+    print(
+        f"  {'first frame / bare app':38}"
+        + "".join(f"{medians[label]['first_frame'] / bare_s:23.2f}x" for label in cases)
+    )
+    for label in cases:
         last = results[label][-1]
-        print(f"  {label}: Home reached {last['first_text'][:20]!r}; {last['widgets']:.0f} widgets mounted")
-    print("  ratios are to the 20-message session (target: within 1.5x, every message reachable)")
+        print(
+            f"  {label}: Home reached {last['first_text'][:24]!r}; {last['blocks']:.0f} messages, "
+            f"{last['widgets']:.0f} widgets mounted"
+        )
+    print(
+        "  targets: every row within 1.5x of the 20-message session, every message reachable; "
+        "first frame within 1.5x of the bare app; prompt and meter within 2 s; RSS within 300 MB"
+    )
 
 
 def main() -> None:
@@ -258,24 +356,30 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--messages", type=int, default=2_000)
     parser.add_argument("--events", type=int, default=100_000)
+    parser.add_argument("--skip-compacted", action="store_true", help="no realistic compacted session")
     parser.add_argument("--skip-run", action="store_true", help="only the conversation view")
     parser.add_argument("--skip-view", action="store_true", help="only `foya run`")
+    parser.add_argument(
+        "--home",
+        type=Path,
+        help="build the sessions here once and reuse them in later runs (default: a new temporary folder)",
+    )
     args = parser.parse_args()
     sizes = {
-        "20 messages": 20,
+        BASE: 20,
         f"{args.messages:,} messages": args.messages,
         f"{args.events:,} events": args.events,
     }
     with tempfile.TemporaryDirectory() as folder:
-        home = Path(folder)
+        home = args.home or Path(folder)
         env = {**os.environ, "FOYA_HOME": str(home), "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
         env.pop("PYTHONDONTWRITEBYTECODE", None)
         if not args.skip_view:
-            print_view_part(args.rounds, home, sizes, env)
+            print_view_part(args, home, sizes, env)
         if args.skip_run:
             return
         run_home = home / "run"
-        run_home.mkdir()
+        run_home.mkdir(exist_ok=True)
         run_env = {**env, "FOYA_HOME": str(run_home)}
         print_run_part(args.rounds, run_env, env)
 

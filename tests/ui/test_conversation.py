@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import threading
 from collections.abc import Awaitable, Callable
 
 import pytest
@@ -12,11 +13,14 @@ from textual.color import Color
 from textual.command import CommandList
 from textual.pilot import Pilot
 
+from foya_tui.runtime.context.request import RequestView
 from foya_tui.runtime.model import EventKind
 from foya_tui.runtime.runtime import Runtime
+from foya_tui.runtime.schema import UnknownSessionError
+from foya_tui.runtime.session import Session
 from foya_tui.runtime.updates import ReplyDelta, TurnFinished, TurnStarted
 from foya_tui.settings import Settings, ToolSettings
-from foya_tui.ui.app import FoyaApp
+from foya_tui.ui.app import FoyaApp, run_app
 from foya_tui.ui.messages import RuntimeUpdated
 from foya_tui.ui.screens.conversation import ConversationScreen
 from foya_tui.ui.widgets.prompt import Prompt, placeholder
@@ -323,8 +327,11 @@ import asyncio, sys
 from pathlib import Path
 from foya_tui.paths import FoyaPaths
 from foya_tui.runtime.runtime import Runtime
+from foya_tui.runtime.context.request import RequestView
+from foya_tui.runtime.schema import UnknownSessionError
+from foya_tui.runtime.session import Session
 from foya_tui.settings import Settings, ToolSettings
-from foya_tui.ui.app import FoyaApp
+from foya_tui.ui.app import FoyaApp, run_app
 
 from foya_tui.ui.bridge import Bridge
 
@@ -378,6 +385,84 @@ async def test_a_runtime_factory_is_opened_in_a_worker_after_the_first_frame(
         await wait_until(pilot, lambda: len(roles(app)) == 2 and app.conversation.ready)
         assert app.session is not None
         assert len(opened[0].events(app.session.id)) == 3
+
+
+async def test_a_resumed_session_opens_its_runtime_in_a_worker_after_the_first_frame(
+    make_runtime: Callable[..., Runtime], wait_until
+) -> None:
+    """`foya --session` hands the app a factory too: the database is opened after the first frame."""
+    headless = make_runtime()
+    session = headless.new_session()
+    list(session.send("hello"))
+    painted_before_open: list[bool] = []
+
+    def open_runtime() -> Runtime:
+        painted_before_open.append(app.screen.is_mounted)
+        return make_runtime()
+
+    app = FoyaApp(open_runtime, settings=Settings(), session_id=session.id)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_until(pilot, lambda: app.conversation.ready and len(roles(app)) == 2)
+        assert painted_before_open == [True]
+        assert app.session is not None and app.session.id == session.id
+        assert app.conversation.messages.blocks[0].text == "hello"
+
+
+def test_run_app_checks_a_resumed_id_without_opening_the_runtime(
+    runtime: Runtime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The id is looked up read-only before the screen starts; the runtime is left to the app."""
+    session = runtime.new_session()
+    list(session.send("hello"))
+    started: list[FoyaApp] = []
+    monkeypatch.setattr(FoyaApp, "run", lambda app, *args, **kwargs: started.append(app))
+    database = runtime.paths.database
+    assert run_app(database=database, session=session.info.short_id) == 0
+    (app,) = started
+    assert callable(app.runtime) and app.opened_runtime is None
+    assert app._session_id == session.id
+    for unknown in ("0000000000", "not-an-id"):
+        with pytest.raises(UnknownSessionError):
+            run_app(database=database, session=unknown)
+    assert len(started) == 1  # an unknown id never starts the screen
+
+
+async def test_the_prompt_takes_a_message_before_the_meter_is_read(
+    make_runtime: Callable[..., Runtime], wait_until, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Opening shows the newest messages and frees the prompt first; the meter's compile (all of a
+    long session that was never compacted) starts after that and holds nothing up."""
+    headless = make_runtime()
+    session = headless.new_session()
+    list(session.send("hello"))
+    release = threading.Event()
+    compiles: list[str] = []
+    shown_first: list[bool] = []
+    """Whether the prompt was free (the page shown) when each compile began."""
+    compile_next = Session.context
+
+    def held_first(self: Session) -> RequestView:
+        compiles.append(threading.current_thread().name)
+        shown_first.append(app.conversation.ready)
+        if len(compiles) == 1:
+            release.wait(30)  # the meter's read on opening, held until the test lets it go
+        return compile_next(self)
+
+    monkeypatch.setattr(Session, "context", held_first)
+    app = FoyaApp(make_runtime(), session_id=session.id)
+    try:
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_until(pilot, lambda: app.conversation.ready and len(roles(app)) == 2)
+            await wait_until(pilot, lambda: len(compiles) == 1)
+            assert shown_first == [True]  # the meter is read once the page is shown
+            assert app.conversation.context_report is None  # and is still being read
+            await pilot.press(*"again", "enter")
+            await wait_until(pilot, lambda: len(roles(app)) == 4 and app.conversation.ready)
+            assert app.conversation.messages.blocks[2].text == "again"
+            release.set()
+            await wait_until(pilot, lambda: len(compiles) > 1 and app.conversation.context_report is not None)
+    finally:
+        release.set()
 
 
 async def test_resume_continues_on_the_model_of_the_last_reply(

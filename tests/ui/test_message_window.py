@@ -5,12 +5,16 @@ number of messages mounted, and reaches every message, against a real SQLite fil
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 
+import pytest
+from textual.dom import DOMNode
 from textual.pilot import Pilot
 
 from foya_tui.runtime.runtime import Runtime
 from foya_tui.ui.app import FoyaApp
-from foya_tui.ui.widgets.message_list import MAX_MOUNTED, MessageList
+from foya_tui.ui.widgets.message_block import MessageBlock
+from foya_tui.ui.widgets.message_list import FIRST_PAGE, MAX_MOUNTED, MessageList, PageRequest
 from foya_tui.ui.widgets.prompt import Prompt
 from tests.ui.screen_text import visible_text
 
@@ -55,6 +59,8 @@ async def test_a_long_session_opens_on_its_newest_page(runtime: Runtime, wait_un
         first = int(shown[0].split()[1])
         assert shown == [f"message {n}" for n in range(first, COUNT)]
         assert "earlier messages load as you scroll up" in visible_text(app.conversation)
+        # Pages loaded above the newest one (it is shorter than two screens) left the view at the end.
+        assert messages.max_scroll_y > 0 and messages.scroll_y == messages.max_scroll_y
 
 
 def assert_consecutive(messages: MessageList) -> None:
@@ -116,18 +122,31 @@ async def test_page_up_while_typing_loads_earlier_pages(runtime: Runtime, wait_u
         assert app.conversation.query_one(Prompt).text == "draft"
 
 
-async def test_home_and_end_jump_to_the_first_and_the_last_message(runtime: Runtime, wait_until) -> None:
+async def test_home_and_end_jump_to_the_first_and_the_last_message(
+    runtime: Runtime, wait_until, monkeypatch: pytest.MonkeyPatch
+) -> None:
     app = FoyaApp(runtime, session_id=long_session(runtime))
     async with app.run_test(size=SIZE) as pilot:
         await wait_until(pilot, lambda: app.conversation.ready)
         messages = app.conversation.messages
         await settle(pilot, messages, wait_until)
+        asked: list[PageRequest] = []
+        read_page = app.conversation.bridge.read_page
+
+        def counted(request: PageRequest) -> None:
+            asked.append(request)
+            read_page(request)
+
+        monkeypatch.setattr(app.conversation.bridge, "read_page", counted)
         messages.focus()
         await pilot.press("home")
         await settle(pilot, messages, wait_until)
         assert texts(messages)[0] == "message 0" and messages.scroll_y == 0
         assert "message 0" in visible_text(messages)
         assert len(messages.blocks) <= MAX_MOUNTED and messages.has_newer
+        # One read: the first page is taller than two screens, so nothing more is asked for (it
+        # used to be measured before its layout, looked short, and a second page was read at once).
+        assert messages.virtual_size.height > 2 * messages.size.height and asked == [FIRST_PAGE]
         await pilot.press("end")
         await settle(pilot, messages, wait_until)
         assert texts(messages)[-1] == f"message {COUNT - 1}" and not messages.has_newer
@@ -155,3 +174,29 @@ async def test_sending_from_the_start_of_a_long_session_shows_the_newest_message
             await pilot.press("pageup")
             await settle(pilot, messages, wait_until)
         assert texts(messages)[-3] == f"message {COUNT - 1}" and texts(messages)[-2] == "hello"
+
+
+async def test_focusing_the_conversation_restyles_the_list_not_every_message(
+    runtime: Runtime, wait_until, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    app = FoyaApp(runtime, session_id=long_session(runtime, 300))
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_until(pilot, lambda: app.conversation.ready)
+        messages = app.conversation.messages
+        await settle(pilot, messages, wait_until)
+        restyled: list[DOMNode] = []
+        update_nodes = app.stylesheet.update_nodes
+
+        def counted(nodes: Iterable[DOMNode], animate: bool = False) -> None:
+            nodes = list(nodes)
+            restyled.extend(nodes)
+            update_nodes(nodes, animate=animate)
+
+        monkeypatch.setattr(app.stylesheet, "update_nodes", counted)
+        messages.focus()
+        await pilot.pause()
+        app.conversation.query_one(Prompt).focus()
+        await pilot.pause()
+        assert messages in restyled
+        # Focus in and out again: not one message of the mounted window was restyled for it.
+        assert not any(isinstance(node, MessageBlock) for node in restyled)

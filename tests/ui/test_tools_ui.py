@@ -111,6 +111,8 @@ async def test_exploration_shows_collapsed_blocks_that_expand(app: FoyaApp, send
             assert not block.expanded and block.status.startswith("✓")
             assert block.status.endswith(" s")
         assert visible_text(readme).startswith("▶ read_file  path=README.md")
+        # Two widgets a call (the block and its summary line): a long session mounts many.
+        assert [len(list(block.walk_children(with_self=True))) for block in (listing, readme)] == [2, 2]
 
         readme.focus()
         await pilot.press("enter")
@@ -365,8 +367,9 @@ async def test_a_shortened_result_has_a_badge_that_opens_the_full_text(
         assert app.session is not None and block.outcome is not None
         report = app.conversation.context_report
         assert report is not None and block.outcome.seq in report.shortened_seqs
+        # Mounted the first time the model sees the result shortened.
+        await wait_until(pilot, lambda: any(badge.display for badge in block.query(".badge")))
         badge = block.query_one(".badge")
-        await wait_until(pilot, lambda: badge.display)
         text = visible_text(badge)
         assert text.startswith("↳ ") and " KB shortened · sha256 " in text and text.endswith("· open")
         assert block.outcome.sha256[:8] in text
@@ -392,7 +395,7 @@ async def test_a_shortened_result_has_a_badge_that_opens_the_full_text(
     async with resumed.run_test(size=SIZE) as pilot:
         await wait_until(pilot, lambda: resumed.conversation.ready and len(tool_blocks(resumed)) == 1)
         (block,) = tool_blocks(resumed)
-        await wait_until(pilot, lambda: block.query_one(".badge").display)
+        await wait_until(pilot, lambda: any(badge.display for badge in block.query(".badge")))
         block.focus()
         await pilot.press("o")
         await wait_until(pilot, lambda: isinstance(resumed.screen, ToolOutputScreen))

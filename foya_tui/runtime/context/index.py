@@ -12,8 +12,10 @@ decoded, so opening a compacted session costs what the model sees, not what hist
 from __future__ import annotations
 
 import bisect
+import gc
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -61,6 +63,11 @@ PREFIX_KINDS = frozenset(
 )
 """What the layers need from the covered prefix, read on the kind index: usage records (baseline,
 calibration, the cache clock), rewinds (validity, revision), handoff epochs (K-1), snips (K-2)."""
+
+READ_BATCH_EVENTS = 2_000
+"""Events a full read takes from the store at a time (see `SessionIndex._rebuild`)."""
+COLLECT_AFTER_EVENTS = 20_000
+"""A full read of at least this many events ends with one full collection (see `_rebuild`)."""
 
 CUT_FORMS_KEPT = 512
 """Elastic forms kept per column: a few steps' worth of sizes for the results in the working set."""
@@ -534,6 +541,9 @@ class SessionIndex:
                     self.tool_charge_samples.setdefault(route_id, []).append(charge)
 
     def _refresh(self, store: EventStore) -> None:
+        if self.last_seq == 0:
+            self._rebuild(store, first=True)  # a new index, and no checkpoint to start from
+            return
         new = store.events(self.session_id, after_seq=self.last_seq)
         if not new:
             return
@@ -555,24 +565,45 @@ class SessionIndex:
             if event.problem is None:
                 self._add(event)
 
-    def _rebuild(self, store: EventStore) -> None:
-        """Start over from valid history, the way a rewind does (rare: a rewind or a duplicate handoff)."""
+    def _rebuild(self, store: EventStore, *, first: bool = False) -> None:
+        """Start over from valid history, the way a rewind does (rare: a rewind or a duplicate
+        handoff); with `first`, the first read of a session no checkpoint covers (its usage
+        records are sampled too, and `last_seq` is set).
+
+        What decides validity and handoff epochs is read first, on the kind index; history then
+        follows in batches, each taken into the log and let go, so memory holds the log and one
+        batch, never every event at once (a session of 100,000 events that was never compacted:
+        tests/bench/bench_tui_scale.py)."""
         self._reset()
-        events = store.events(self.session_id)
-        valid = valid_events(events)
-        # An unreadable handoff row still counts against its epoch (a malformed record), unless rewound.
-        rewinds = [event for event in events if event.kind is EventKind.REWIND]
-        unreadable = [
-            event
-            for event in events
-            if event.problem is not None
-            and event.kind is EventKind.HANDOFF
-            and not rewound(event.seq, [rewind for rewind in rewinds if rewind.seq > event.seq])
-        ]
-        for event in sorted([*valid, *unreadable], key=lambda event: event.seq) if unreadable else valid:
-            self.handoffs.observe(event)
-        for event in valid:
-            self._add(event)
+        control = store.events_of_kinds(
+            self.session_id, _EPOCH_EVENTS | (_SAMPLED_EVENTS if first else set())
+        )
+        voided = _voided_by(control)
+        for event in control:
+            if first:
+                self._sample(event)  # rewound requests too: tokenizers do not change
+            # An unreadable handoff row still counts against its epoch (a malformed record), unless
+            # a later rewind voided it (SPEC H-4, K-1).
+            if (
+                event.kind in _EPOCH_EVENTS
+                and (event.problem is None or event.kind is EventKind.HANDOFF)
+                and not voided(event.seq)
+            ):
+                self.handoffs.observe(event)
+        last = read = 0
+        with collector_paused():
+            for event in store.iter_events(self.session_id, batch=READ_BATCH_EVENTS):
+                last = event.seq
+                read += 1
+                if event.problem is None and (voided is _nothing_voided or not voided(event.seq)):
+                    self._add(event)
+            if read >= COLLECT_AFTER_EVENTS:
+                # One full pass now, in this thread, takes the new log to the oldest generation;
+                # left to the automatic passes it would be walked three times over, mostly by
+                # whichever thread allocates next (the TUI's own: a pause in its frames).
+                gc.collect()
+        if first:
+            self.last_seq = last or store.last_seq(self.session_id)
 
     def _add(self, event: Event) -> None:
         kind = event.kind
@@ -597,7 +628,9 @@ class SessionIndex:
             self.logged_epochs.add(epoch)
         else:
             self.log.add(event)
-        for entry in self.log.entries[before:]:
+        entries = self.log.entries
+        for position in range(before, len(entries)):  # no slice: this runs once per event
+            entry = entries[position]
             index = len(self.seqs)
             message = entry.message
             if message.attachments:
@@ -768,6 +801,45 @@ class SessionIndex:
 _CHECKPOINT_EVENTS = frozenset(
     {EventKind.COMPACTION_COMPLETED, EventKind.COMPACTION_UNDONE, EventKind.REWIND}
 )
+_EPOCH_EVENTS = _CHECKPOINT_EVENTS | {EventKind.HANDOFF}
+"""What decides which events are valid (rewinds) and each handoff record's epoch (SPEC H-4, K-1)."""
+_SAMPLED_EVENTS = frozenset({EventKind.PROVIDER_USAGE, EventKind.COMPACTION_DIAGNOSTIC})
+"""What `_sample` learns calibration from (read on the kind index, not picked out of a full read)."""
+
+
+@contextmanager
+def collector_paused() -> Iterator[None]:
+    """Python's cyclic collector off while a full read fills the log: its entries hold no cycles,
+    yet every full collection meanwhile would walk all of them again (about a fifth of the read on
+    a session of 100,000 events). Whatever cycles others make meanwhile are collected afterwards."""
+    if not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
+
+
+def _voided_by(events: Sequence[Event]) -> Callable[[int], bool]:
+    """Whether a later rewind among `events` voided the event at a seq (`view.history.rewound`'s
+    rule, asked once per event of a full read: a session's few rewinds as intervals)."""
+    spans = [
+        (to_seq, event.seq)
+        for event in events
+        if event.kind is EventKind.REWIND
+        and event.problem is None
+        and isinstance(to_seq := event.payload.get("to_seq"), int)
+    ]
+    if not spans:
+        return _nothing_voided
+    return lambda seq: any(to_seq < seq < rewind_seq for to_seq, rewind_seq in spans)
+
+
+def _nothing_voided(seq: int) -> bool:
+    """No rewind voids anything (the usual case: `_rebuild` then skips the call)."""
+    return False
 
 
 def covered_base(checkpoints: CheckpointState | None) -> int:

@@ -11,11 +11,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import TYPE_CHECKING
 
 from foya_tui.runtime.context.budget import Verdict
 from foya_tui.runtime.context.tracker import Estimate
-from foya_tui.runtime.view.checkpoint import Checkpoint
 from foya_tui.runtime.view.handoff import EpochStatus
+
+if TYPE_CHECKING:
+    # A type only: the checkpoint model pulls in the ledger and the store, which the TUI's meter
+    # (it imports this module before its first frame) does not need then.
+    from foya_tui.runtime.view.checkpoint import Checkpoint
 
 LAYER_NAMES = ("pinned", "history", "working_set", "tool_schema", "native_state")
 

@@ -17,8 +17,9 @@ from typing import Any
 
 import peewee
 
-from foya_tui.errors import InputError
 from foya_tui.runtime.model import Event, EventKind, NewArtifact, NewEvent, SessionInfo
+from foya_tui.runtime.schema import UnknownSessionError as UnknownSessionError  # re-exported
+from foya_tui.runtime.schema import find_session_id
 from foya_tui.runtime.store.artifacts import insert_artifacts, read_artifact
 from foya_tui.runtime.store.chain import append_chains
 from foya_tui.runtime.store.db import BUSY_TIMEOUT_MS, Database
@@ -26,10 +27,6 @@ from foya_tui.runtime.store.search import BATCH_PAUSE_SECONDS, SearchHit, index_
 from foya_tui.runtime.store.sessions import SessionStats, delete_session_rows, session_stats
 
 Clock = Callable[[], datetime]
-
-
-class UnknownSessionError(InputError, LookupError):
-    """No session matches the given id or id prefix."""
 
 
 def utc_now() -> datetime:
@@ -80,7 +77,7 @@ def decode_event(session_id: str, seq: int, kind: str, payload: str, created_at:
             created_at=created_at,
             problem=f"unreadable event row ({problem})",
         )
-    return Event(session_id=session_id, seq=seq, kind=event_kind, payload=decoded, created_at=created_at)
+    return Event(session_id, seq, event_kind, decoded, created_at)  # positional: cheaper, per row
 
 
 IMPORT_BATCH_EVENTS = 1_000
@@ -247,18 +244,7 @@ class EventStore:
 
     def find_session(self, id_or_prefix: str) -> SessionInfo:
         """Find a session by full id or unique prefix (what `foya` prints is 6 characters)."""
-        needle = id_or_prefix.strip().lower()
-        if not needle or any(ch not in "0123456789abcdef" for ch in needle):
-            raise UnknownSessionError(f"no session {id_or_prefix!r}")
-        rows = self._sql.execute_sql(
-            "SELECT id FROM session WHERE id >= ? AND id < ? AND complete = 1 ORDER BY id LIMIT 2",
-            (needle, needle + "g"),
-        ).fetchall()
-        if not rows:
-            raise UnknownSessionError(f"no session {id_or_prefix!r}")
-        if len(rows) > 1:
-            raise UnknownSessionError(f"session prefix {id_or_prefix!r} is ambiguous; give more characters")
-        return self.get_session(rows[0][0])
+        return self.get_session(find_session_id(self._sql.connection(), id_or_prefix))
 
     def list_sessions(self, limit: int | None = None) -> list[SessionInfo]:
         sql = (

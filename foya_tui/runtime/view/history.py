@@ -6,7 +6,7 @@ Everything here derives a *view* from events; nothing changes them (SPEC H-2).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final, Generic, TypeVar
 
 from foya_tui.runtime.model import AttachmentRef, Event, EventKind, Message, Role, ToolCall
@@ -53,23 +53,22 @@ def rewound(seq: int, later_rewinds: Iterable[Event]) -> bool:
     )
 
 
+_KIND_ROLES: Final = {
+    EventKind.USER_MESSAGE: Role.USER,
+    EventKind.ASSISTANT_MESSAGE: Role.ASSISTANT,
+    EventKind.TOOL_RESULT: Role.TOOL,
+}
+_ROLES: Final = {str(role): role for role in Role}
+
+
 def message_role(event: Event) -> Role | None:
     """The chat role an event speaks in, or None for non-message events."""
-    if event.kind is EventKind.USER_MESSAGE:
-        return Role.USER
-    if event.kind is EventKind.ASSISTANT_MESSAGE:
-        return Role.ASSISTANT
-    if event.kind is EventKind.TOOL_RESULT:
-        return Role.TOOL
+    # Dict lookups rather than Role(...): this runs for every event a compile reads (100,000 on a
+    # long session that was never compacted, tests/bench/bench_tui_scale.py).
     if event.kind is EventKind.IMPORTED_MESSAGE:
         role = event.payload.get("role")
-        if not isinstance(role, str):
-            return None  # (Role() would raise ValueError for it too)
-        try:
-            return Role(role)
-        except ValueError:
-            return None
-    return None
+        return _ROLES.get(role) if isinstance(role, str) else None
+    return _KIND_ROLES.get(event.kind)
 
 
 def anchor_seq(events: Sequence[Event]) -> int | None:
@@ -125,21 +124,31 @@ def event_message(event: Event) -> Message | None:
     )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class LogEntry:
     """One model-visible message, with the seq of the event it came from."""
 
     seq: int
     message: Message
-    openai: Mapping[str, Any]
-    """The provider form, built once: compiles reuse it instead of rebuilding every step."""
     hidden: bool = False
     """A control message the model sees but the user never does (a handoff record, SPEC K-1): never
     the head anchor, and stripped from compaction input and forks."""
+    _openai: Mapping[str, Any] | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def openai(self) -> Mapping[str, Any]:
+        """The provider form, built on first use and then kept (compiles reuse it, and compare it by
+        identity): a long session's entries whose tokens are stored are mostly never sent, and
+        their forms would be a fifth of the index's memory."""
+        form = self._openai
+        if form is None:
+            form = self.message.to_openai()
+            object.__setattr__(self, "_openai", form)  # a cache: the entry itself does not change
+        return form
 
 
 def _entry(seq: int, message: Message, *, hidden: bool = False) -> LogEntry:
-    return LogEntry(seq=seq, message=message, openai=message.to_openai(), hidden=hidden)
+    return LogEntry(seq, message, hidden)  # positional: one per message a compile reads
 
 
 def handoff_message(event: Event) -> Message | None:
@@ -183,6 +192,8 @@ class PendingCalls(Generic[T]):
 
     def close(self) -> list[T]:
         """The calls still unanswered, which no later result may answer any more."""
+        if not self._waiting:
+            return []  # the usual case, once per message of a long history
         closed = self.waiting()
         self._waiting = []
         return closed
@@ -214,11 +225,13 @@ class MessageLog:
             if self._pending.answer(message.tool_call_id or "") is not None:
                 self.entries.append(_entry(event.seq, message))
             return
-        self.entries.extend(self._placeholders(self._pending.close()))
+        unanswered = self._pending.close()
+        if unanswered:
+            self.entries.extend(self._placeholders(unanswered))
         if message.role is Role.USER:
             self.anchor_index = len(self.entries)
         self.entries.append(_entry(event.seq, message))
-        if message.role is Role.ASSISTANT:
+        if message.role is Role.ASSISTANT and message.tool_calls:  # none wait now: closed above
             self._pending.open((call.id, (event.seq, call)) for call in message.tool_calls)
 
     def add_hidden(self, event: Event) -> None:

@@ -342,6 +342,8 @@ class ConversationScreen(TurnFlow, CompactionFlow, HistoryFlow, CommandFlow, Ses
         await self.messages.show_history(message.items, has_older=message.has_older)
         self._mark_shortened()
         self._set_activity(None)
+        # After the page, so that reading the meter does not hold the prompt up.
+        self.bridge.opened_shown(message.session)
 
     async def on_foreign_events_found(self, message: ForeignEventsFound) -> None:
         """Another Foya wrote to this session while it sat idle here: show it as it now is. Busy (a

@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from textual.app import ComposeResult
 from textual.containers import VerticalScroll
@@ -28,7 +28,6 @@ from textual.content import Content
 from textual.reactive import reactive
 from textual.widget import Widget
 
-from foya_tui.runtime.compaction.attempt import CompactionResult
 from foya_tui.runtime.compaction.failures import Producer
 from foya_tui.runtime.context.budget import Verdict
 from foya_tui.runtime.context.report import (
@@ -40,6 +39,11 @@ from foya_tui.runtime.context.report import (
 from foya_tui.runtime.context.tracker import EstimateSource
 from foya_tui.runtime.text import terminal_safe
 from foya_tui.runtime.view.handoff import EpochStatus
+
+if TYPE_CHECKING:
+    # A type only: importing it pulls in the planner and the checkpoint model, 50 ms that the first
+    # frame does not need (tests/bench/bench_startup.py).
+    from foya_tui.runtime.compaction.attempt import CompactionResult
 
 # The layers of SPEC X-7, in the order the bar stacks them: (report key, label, theme variable).
 LAYERS: tuple[tuple[str, str, str], ...] = (

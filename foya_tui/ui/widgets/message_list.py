@@ -31,9 +31,9 @@ if TYPE_CHECKING:
     from foya_tui.runtime.model import Event
     from foya_tui.ui.widgets.tool_block import ToolItem, ToolOutcome
 
-MAX_MOUNTED = 150
+MAX_MOUNTED = 60
 """Messages mounted at most: the window of a long session (widgets cost layout on every scroll)."""
-PAGE_EVENTS = 60
+PAGE_EVENTS = 20
 """Stored events a page of the conversation reads (then up to the next user message)."""
 OLDER_HINT = "↑ earlier messages load as you scroll up · Home jumps to the first"
 LOADING_OLDER = "loading earlier messages…"
@@ -320,6 +320,12 @@ class MessageList(VerticalScroll):
         if not self.is_anchored and not self.has_newer and overflows:
             self.anchor()
 
+    def watch_has_focus(self, _has_focus: bool) -> None:
+        # Textual restyles a widget and everything in it when its focus changes. No rule styles a
+        # message by the list's focus, so the list alone is restyled: one node, not every widget
+        # of the mounted window (on a long session that was a frame's worth of work per focus).
+        self.app.stylesheet.update_nodes([self], animate=True)
+
     def watch_scroll_y(self, old_value: float, new_value: float) -> None:
         super().watch_scroll_y(old_value, new_value)
         self.want_more()
@@ -405,6 +411,9 @@ class MessageList(VerticalScroll):
         self.call_after_refresh(self.want_more)
 
     async def _replace(self, request: PageRequest, items: Sequence[HistoryItem], more: bool) -> None:
+        # No page is asked for until the new one is laid out: measured before that, any page looks
+        # shorter than a screen (scrolling to its end or start asked for a second one at once).
+        self._settling = True
         await self._remove_entries(self._entries())
         at_start = request.direction is Direction.NEWER
         self.has_older, self.has_newer = (False, more) if at_start else (more, False)
@@ -415,20 +424,33 @@ class MessageList(VerticalScroll):
         else:
             self.scroll_end(animate=False, immediate=True)
 
+        def laid_out() -> None:
+            self._settling = False
+            self.want_more()
+
+        self.call_after_refresh(laid_out)
+
     async def _prepend(self, items: Sequence[HistoryItem], more: bool) -> None:
         self.has_older = more
         widgets = _widgets(items)
         blocks = self.blocks
         if not widgets or not blocks:
             return
-        # The message that was at the top stays where it was on screen while the page mounts above it.
+        # The message that was at the top stays where it was on screen while the page mounts above
+        # it; but a view that follows the end (a newest page shorter than two screens) goes on
+        # following it: the page goes above, and the anchor keeps the newest message in view.
         kept = blocks[0]
         offset = kept.virtual_region.y - self.scroll_y
+        # Anchored and not released by a scroll (Textual keeps no public name for the second;
+        # textual is pinned): the scroll position may still be the one before the last layout.
+        following = self.is_anchored and not self._anchor_released
         await self.mount_all(widgets, before=kept)
         if await self._trim(from_top=False):
             self.has_newer = True
             self.anchor(False)
-        self._keep_in_place(kept, offset)
+            following = False
+        if not following:
+            self._keep_in_place(kept, offset)
 
     async def _append(self, items: Sequence[HistoryItem], more: bool) -> None:
         self.has_newer = more

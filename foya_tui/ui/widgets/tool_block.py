@@ -23,9 +23,10 @@ from rich.text import Text
 from textual import events
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
-from textual.containers import Horizontal, Vertical
+from textual.containers import Vertical
 from textual.message import Message
 from textual.reactive import var
+from textual.widget import Widget
 from textual.widgets import Static
 
 from foya_tui.runtime.text import terminal_safe
@@ -213,8 +214,39 @@ def badge_text(outcome: ToolOutcome) -> str:
 # -- widgets -------------------------------------------------------------------------------------
 
 
-class ToolSummary(Horizontal):
-    """The always-visible line; a click on it expands or collapses the block."""
+class ToolSummary(Widget):
+    """The always-visible line, `▶ name  arguments … status`, drawn by one widget rather than a row
+    of three (a long session mounts a window of hundreds of these); a click on it expands or
+    collapses the block. The call takes the width the status leaves, cut with an ellipsis."""
+
+    COMPONENT_CLASSES: ClassVar[set[str]] = {
+        "tool-summary--call",
+        "tool-summary--running",
+        "tool-summary--ok",
+        "tool-summary--error",
+    }
+
+    def __init__(self, call: Text, status: str, kind: str) -> None:
+        super().__init__(classes="summary")
+        self._call = call
+        self._status = status
+        self._kind = kind
+
+    def show(self, *, call: Text | None = None, status: tuple[str, str] | None = None) -> None:
+        """Draw a new call text or status (text and kind: `-running`, `-ok`, `-error`)."""
+        if call is not None:
+            self._call = call
+        if status is not None:
+            self._status, self._kind = status
+        self.refresh()
+
+    def render(self) -> Text:
+        status = Text(self._status, style=self.get_component_rich_style(f"tool-summary-{self._kind}"))
+        call = self._call.copy()
+        call.stylize_before(self.get_component_rich_style("tool-summary--call"))
+        # The status keeps its width and two spaces before it; the call gets the rest.
+        call.truncate(max(0, self.content_size.width - status.cell_len - 2), overflow="ellipsis", pad=True)
+        return Text.assemble(call, "  ", status, no_wrap=True, overflow="crop")
 
     def on_click(self, event: events.Click) -> None:
         event.stop()
@@ -248,22 +280,10 @@ class ToolBlock(Vertical, can_focus=False):
         height: auto;
         & > .summary {
             height: 1;
-        }
-        & > .summary > .call {
-            width: 1fr;
-            height: 1;
-            text-wrap: nowrap;
-            text-overflow: ellipsis;
-            color: $text-muted;
-        }
-        & > .summary > .status {
-            width: auto;
-            height: 1;
-            padding: 0 0 0 2;
-            text-wrap: nowrap;
-            &.-running { color: $text-muted; }
-            &.-ok { color: $text-success; }
-            &.-error { color: $text-error; }
+            & > .tool-summary--call { color: $text-muted; }
+            & > .tool-summary--running { color: $text-muted; }
+            & > .tool-summary--ok { color: $text-success; }
+            & > .tool-summary--error { color: $text-error; }
         }
         &:focus > .summary {
             background: $accent 20%;
@@ -338,17 +358,14 @@ class ToolBlock(Vertical, can_focus=False):
         self.running = running and outcome is None
         self._details: Vertical | None = None
         # Made here, not in compose: a result may arrive before the block is mounted.
-        self._call = Static(self._call_text(), classes="call")
-        self._status = Static(classes="status")
-        self._badge = ShortenedBadge(classes="badge")
-        self._show_status()
-        self._show_badge()
+        self._summary = ToolSummary(self._call_text(), *status_of(outcome, self.running))
+        self._badge: ShortenedBadge | None = None
+        """Made the first time the model sees the result shortened (most never are)."""
 
     def compose(self) -> ComposeResult:
-        with ToolSummary(classes="summary"):
-            yield self._call
-            yield self._status
-        yield self._badge
+        yield self._summary
+        if self._badge is not None:
+            yield self._badge
 
     @classmethod
     def from_item(cls, item: ToolItem) -> ToolBlock:
@@ -419,22 +436,26 @@ class ToolBlock(Vertical, can_focus=False):
         return Text.assemble(f"{arrow} ", (f"{name}  ", "bold"), summary)
 
     def _show_status(self) -> None:
-        text, kind = status_of(self.outcome, self.running)
-        self._status.update(Text(text))
-        self._status.set_classes(f"status {kind}")
+        self._summary.show(status=status_of(self.outcome, self.running))
 
     def _show_badge(self) -> None:
         if self.shortened and self.outcome is not None:
-            self._badge.update(Text(badge_text(self.outcome)))
-            self._badge.display = True
-        else:
+            text = Text(badge_text(self.outcome))
+            if self._badge is None:
+                self._badge = ShortenedBadge(text, classes="badge")
+                if self.is_mounted:
+                    self.mount(self._badge, after=self._summary)
+            else:
+                self._badge.update(text)
+                self._badge.display = True
+        elif self._badge is not None:
             self._badge.display = False
 
     def watch_shortened(self) -> None:
         self._show_badge()
 
     def watch_expanded(self, expanded: bool) -> None:
-        self._call.update(self._call_text())
+        self._summary.show(call=self._call_text())
         self.set_class(expanded, "-expanded")
         if expanded and self._details is None:
             # Built on first expand only: most blocks are never opened.
