@@ -12,13 +12,14 @@ import pytest
 
 from foya_tui.runtime.context import index as index_module
 from foya_tui.runtime.context.index import SessionIndex, TokenColumn
+from foya_tui.runtime.context.tool_results import shortened_count_key, shortened_text
 from foya_tui.runtime.digests import CHAIN_START, chained_digest
 from foya_tui.runtime.model import EventKind, NewEvent
 from foya_tui.runtime.providers.summary_format import SECTION_HEADINGS
 from foya_tui.runtime.runtime import Runtime
 from foya_tui.runtime.store import CompactionStore, EventStore, check_store, open_database, repair_store
 from foya_tui.runtime.store.chain import MESSAGE_KINDS, check_chain
-from foya_tui.runtime.tokens import counter_for_model, stored_count_key
+from foya_tui.runtime.tokens import counter_for_model, message_tokens, stored_count_key
 from foya_tui.runtime.view.checkpoint import Checkpoint, Phase, ProjectionKind, Segment
 from foya_tui.runtime.view.history import MISSING_TOOL_RESULT
 from foya_tui.runtime.view.recovery import CheckpointReader
@@ -297,7 +298,7 @@ def counted_entries(runtime: Runtime, session_id: str) -> list[tuple[int, int]]:
     index = SessionIndex(session_id)
     index.refresh(runtime.parts.store)
     column = TokenColumn(counter_for_model(runtime.route_for().model), runtime.settings.tools)
-    return column.extend(index.log.entries)
+    return column.extend(index.log.entries)[0]
 
 
 def test_a_compile_persists_each_message_count_once_and_they_equal_fresh_counts(
@@ -362,3 +363,73 @@ def test_verify_catches_a_tampered_count_row_and_repair_drops_it(tmp_path: Path,
         rt.context(session_id)  # counted again, and persisted again
         key = stored_count_key(counter_for_model(rt.route_for().model))
         assert sorted(rt.parts.store.token_counts(session_id, key).items()) == counted_entries(rt, session_id)
+
+
+LARGE_RESULT = "def parse(text):\n    return text[0]  # the first token, or an IndexError\n" * 300
+"""A tool result well over `oversized_tokens` (2,000): T-1 gives it a shortened form."""
+
+
+def test_a_large_results_shortened_count_is_persisted_so_a_new_process_tokenizes_nothing(
+    tmp_path: Path, workdir: Path
+) -> None:
+    """Issue 17 item 2: the count of a large result's shortened form (T-1) was the one count a new
+    process still made for every large result of history. It is persisted under a key naming the
+    form's sizes, equals a fresh count of that form, and a new process counts nothing again."""
+    transcript = [
+        *TRANSCRIPT[:3],
+        {"role": "tool", "tool_call_id": "c2", "content": LARGE_RESULT},
+        *TRANSCRIPT[3:],
+    ]
+    with open_runtime(tmp_path, workdir) as rt:
+        session_id = rt.import_transcript(json.dumps(transcript).encode(), "t.json").id
+        first = rt.context(session_id)
+        counter = counter_for_model(rt.route_for().model)
+        key = shortened_count_key(counter, rt.settings.tools)
+        (large,) = [e for e in rt.parts.store.events(session_id) if e.payload.get("content") == LARGE_RESULT]
+        full = rt.parts.store.token_counts(session_id, stored_count_key(counter))[large.seq]
+        text = shortened_text(LARGE_RESULT, large.seq, "c2", full, rt.settings.tools)
+        short = {"role": "tool", "tool_call_id": "c2", "content": text}
+        assert rt.parts.store.token_counts(session_id, key) == {large.seq: message_tokens(short, counter)}
+    tokenized: list[str] = []
+    real = index_module.message_tokens
+
+    def counting(message, counter):  # type: ignore[no-untyped-def]
+        tokenized.append(str(message.get("content"))[:20])
+        return real(message, counter)
+
+    monkeypatch = pytest.MonkeyPatch()
+    monkeypatch.setattr(index_module, "message_tokens", counting)
+    try:
+        with open_runtime(tmp_path, workdir) as rt:
+            again = rt.context(session_id)
+    finally:
+        monkeypatch.undo()
+    assert tokenized == []  # every event's count and the shortened form's come from the store
+    assert again.layers == first.layers and again.messages == first.messages
+
+
+def test_verify_recounts_a_shortened_forms_count_and_repair_drops_a_wrong_one(
+    tmp_path: Path, workdir: Path
+) -> None:
+    transcript = [
+        *TRANSCRIPT[:3],
+        {"role": "tool", "tool_call_id": "c2", "content": LARGE_RESULT},
+        *TRANSCRIPT[3:],
+    ]
+    with open_runtime(tmp_path, workdir) as rt:
+        session_id = rt.import_transcript(json.dumps(transcript).encode(), "t.json").id
+        rt.context(session_id)
+        assert rt.verify(session_id).problems == ()
+        key = shortened_count_key(counter_for_model(rt.route_for().model), rt.settings.tools)
+    with sqlite3.connect(make_paths(tmp_path).database) as raw:
+        assert (
+            raw.execute("UPDATE event_tokens SET tokens = tokens + 1 WHERE counter = ?", (key,)).rowcount == 1
+        )
+    with open_runtime(tmp_path, workdir) as rt:
+        problems = rt.verify(session_id).problems
+        assert (
+            len(problems) == 1
+            and "1 stored count(s) differ from a fresh count (first at seq 4)" in problems[0]
+        )
+        assert any("deleted 1 wrong token count" in action for action in rt.repair(session_id))
+        assert rt.verify(session_id).problems == ()

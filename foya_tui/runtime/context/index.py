@@ -16,10 +16,16 @@ import gc
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from foya_tui.runtime.context.tool_results import cut_message_text, cut_text, shortened_text
+from foya_tui.runtime.context.tool_results import (
+    cut_message_text,
+    cut_text,
+    shortened_count_key,
+    shortened_key_sizes,
+    shortened_text,
+)
 from foya_tui.runtime.context.tracker import calibration_sample, tool_charge_sample
 from foya_tui.runtime.digests import canonical_json, digest_of
 from foya_tui.runtime.model import Event, EventKind, Role
@@ -105,11 +111,17 @@ class TokenColumn:
     calls reuse an older seq; they are counted, never persisted: they are not the event's message)."""
 
     def extend(
-        self, entries: Sequence[LogEntry], stored: Mapping[int, int] | None = None
-    ) -> list[tuple[int, int]]:
-        """Take in the entries added since; `stored` holds persisted counts by seq (never re-tokenized).
-        Returns the (seq, tokens) counts made here of events' own messages, for persisting."""
+        self,
+        entries: Sequence[LogEntry],
+        stored: Mapping[int, int] | None = None,
+        stored_shortened: Mapping[int, int] | None = None,
+    ) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
+        """Take in the entries added since; `stored` holds persisted counts by seq, and
+        `stored_shortened` those of large results' shortened forms (neither is re-tokenized).
+        Returns the (seq, tokens) counts made here of events' own messages and of shortened forms,
+        for persisting."""
         made: list[tuple[int, int]] = []
+        made_shortened: list[tuple[int, int]] = []
         for index in range(len(self.prefix) - 1, len(entries)):
             entry = entries[index]
             own = entry.seq > self.own_seq
@@ -131,7 +143,14 @@ class TokenColumn:
                 self.large_indexes.append(index)
                 self.large_seqs.append(entry.seq)
                 self.shortened[index] = short
-                self.savings.append(self.savings[-1] + tokens - message_tokens(short, self.counter))
+                short_tokens = (
+                    stored_shortened.get(entry.seq) if own and stored_shortened is not None else None
+                )
+                if short_tokens is None:
+                    short_tokens = message_tokens(short, self.counter)
+                    if own:
+                        made_shortened.append((entry.seq, short_tokens))
+                self.savings.append(self.savings[-1] + tokens - short_tokens)
             elif (
                 message.role is not Role.TOOL
                 and tokens > self.policy.oversized_tokens
@@ -139,7 +158,7 @@ class TokenColumn:
                 and not message.attachments
             ):
                 self.long_messages.append(index)
-        return made
+        return made, made_shortened
 
     def tokens_of(self, index: int) -> int:
         """Entry `index`'s tokens in full, from the prefix sums (never re-tokenized)."""
@@ -784,10 +803,15 @@ class SessionIndex:
         if store is None or not self.session_id:
             column.extend(self.log.entries)
             return column
-        key = stored_count_key(counter)
-        stored = store.token_counts(self.session_id, key, after_seq=self.log.entries[start].seq - 1)
-        made = column.extend(self.log.entries, stored)
+        key, shortened_key = stored_count_key(counter), shortened_count_key(counter, policy)
+        after = self.log.entries[start].seq - 1
+        made, made_shortened = column.extend(
+            self.log.entries,
+            store.token_counts(self.session_id, key, after_seq=after),
+            store.token_counts(self.session_id, shortened_key, after_seq=after),
+        )
         store.put_token_counts(self.session_id, key, made)
+        store.put_token_counts(self.session_id, shortened_key, made_shortened)
         return column
 
     def activated_since(self, anchor_seq: int | None) -> frozenset[str]:
@@ -863,13 +887,24 @@ def wrong_token_counts(store: EventStore, session_id: str, policy: ToolSettings)
     History is streamed in batches through a message log that keeps no entries: memory holds the
     stored counts and one batch, never the session's messages. The log is the compiler's: valid
     events (a rewind voids what came before it), handoff records only where their epoch is
-    recorded (K-1), placeholders never counted as an event's own message."""
-    del policy  # the counts are of the messages in full: shortening (T-1) never enters them
+    recorded (K-1), placeholders never counted as an event's own message. A large result's
+    shortened form (T-1) is recounted at the sizes its key names, around its full count."""
     keys = store.token_count_keys(session_id)
     counters = [(key, counter) for key in keys if (counter := counter_for_stored_key(key)) is not None]
-    if not counters:
+    # Shortened forms: (key, counter, the settings of that form's sizes), for the tokenizers this
+    # process can load.
+    shortened: list[tuple[str, TokenCounter, ToolSettings]] = []
+    for key in keys:
+        form = shortened_key_sizes(key)
+        counter = counter_for_stored_key(form[0]) if form is not None else None
+        if form is not None and counter is not None:
+            shortened.append((key, counter, replace(policy, head_chars=form[1], tail_chars=form[2])))
+    if not counters and not shortened:
         return {}
-    stored = {key: store.token_counts(session_id, key) for key, _ in counters}
+    stored = {
+        key: store.token_counts(session_id, key)
+        for key in [k for k, _ in counters] + [k for k, _, _ in shortened]
+    }
     control = store.events_of_kinds(
         session_id,
         (EventKind.REWIND, EventKind.HANDOFF, EventKind.COMPACTION_COMPLETED, EventKind.COMPACTION_UNDONE),
@@ -902,6 +937,17 @@ def wrong_token_counts(store: EventStore, session_id: str, policy: ToolSettings)
             for key, counter in counters:
                 known = stored[key].get(entry.seq)
                 if known is not None and known != message_tokens(entry.openai, counter):
+                    wrong.setdefault(key, []).append(entry.seq)
+            for key, counter, form_policy in shortened:
+                known = stored[key].get(entry.seq)
+                message = entry.message
+                if known is None or message.role is not Role.TOOL or not message.content:
+                    continue
+                full = message_tokens(entry.openai, counter)
+                text = shortened_text(
+                    message.content, entry.seq, message.tool_call_id or "", full, form_policy
+                )
+                if known != message_tokens({**entry.openai, "content": text}, counter):
                     wrong.setdefault(key, []).append(entry.seq)
         log.entries.clear()  # counted: the log only needs its open calls from here on
     return wrong

@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from foya_tui.runtime.digests import sha256_hex
+from foya_tui.runtime.tokens import TokenCounter, stored_count_key
 from foya_tui.runtime.tools.registry import HISTORY_EVENT_TOOL
 from foya_tui.runtime.view.history import HISTORY_READ_TOOL
 from foya_tui.settings import ToolSettings
@@ -53,6 +54,37 @@ def shortened_count(savings: Sequence[int], total: int, limit: int, first: int =
         return 0
     earlier = large - 1
     return earlier if earlier > first and total - (savings[earlier] - savings[first]) < limit else large
+
+
+SHORTENED_FORM_VERSION = 1
+"""Bumped when `cut_text` changes what a shortened form says: counts persisted for an older form
+are then not reused (`shortened_count_key`)."""
+
+
+def shortened_count_key(counter: TokenCounter, policy: ToolSettings) -> str:
+    """The name the token count of a large result's fixed shortened form (T-1) is persisted under:
+    the tokenizer's own key, the form's version and its sizes. Counting that form was what a new
+    process still tokenized of history (1.4 s of 4.2 at 100,000 events, tests/bench/bench_scale.py)."""
+    return (
+        f"{stored_count_key(counter)}/shortened-{SHORTENED_FORM_VERSION}"
+        f"-{policy.head_chars}-{policy.tail_chars}"
+    )
+
+
+def shortened_key_sizes(key: str) -> tuple[str, int, int] | None:
+    """(the tokenizer's own key, head_chars, tail_chars) of a `shortened_count_key`, or None for
+    any other key (a full count, or an older form)."""
+    base, _, form = key.rpartition("/")
+    name, _, sizes = form.partition("-")
+    version, _, rest = sizes.partition("-")
+    head, _, tail = rest.partition("-")
+    if (
+        name != "shortened"
+        or version != str(SHORTENED_FORM_VERSION)
+        or not (head.isdigit() and tail.isdigit())
+    ):
+        return None
+    return base, int(head), int(tail)
 
 
 def shortened_text(content: str, seq: int, tool_call_id: str, tokens: int, policy: ToolSettings) -> str:
