@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -301,6 +303,21 @@ def counted_entries(runtime: Runtime, session_id: str) -> list[tuple[int, int]]:
     return column.extend(index.log.entries)[0]
 
 
+@contextmanager
+def tokenizations() -> Iterator[list[str]]:
+    """The start of every message the compiler's index tokenizes meanwhile (a new process's view)."""
+    tokenized: list[str] = []
+    real = index_module.message_tokens
+
+    def counting(message, counter):  # type: ignore[no-untyped-def]
+        tokenized.append(str(message.get("content"))[:20])
+        return real(message, counter)
+
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        monkeypatch.setattr(index_module, "message_tokens", counting)
+        yield tokenized
+
+
 def test_a_compile_persists_each_message_count_once_and_they_equal_fresh_counts(
     tmp_path: Path, workdir: Path
 ) -> None:
@@ -313,20 +330,8 @@ def test_a_compile_persists_each_message_count_once_and_they_equal_fresh_counts(
         fresh = counted_entries(rt, session_id)
         assert sorted(rt.parts.store.token_counts(session_id, key).items()) == fresh
         assert [seq for seq, _ in fresh] == [1, 2, 3, 4, 5]  # the placeholder is not persisted
-    tokenized: list[str] = []
-    real = index_module.message_tokens
-
-    def counting(message, counter):  # type: ignore[no-untyped-def]
-        tokenized.append(str(message.get("content"))[:20])
-        return real(message, counter)
-
-    monkeypatch = pytest.MonkeyPatch()
-    monkeypatch.setattr(index_module, "message_tokens", counting)
-    try:
-        with open_runtime(tmp_path, workdir) as rt:
-            again = rt.context(session_id)
-    finally:
-        monkeypatch.undo()
+    with open_runtime(tmp_path, workdir) as rt, tokenizations() as tokenized:
+        again = rt.context(session_id)
     # A new process's compile takes every event's count from the store: only the placeholder (not an
     # event's message) is counted, and the request is the same as the first process's.
     assert tokenized == [MISSING_TOOL_RESULT[:20]]
@@ -345,6 +350,17 @@ def test_counts_are_not_written_by_a_read_only_process(tmp_path: Path, workdir: 
         assert raw.execute("SELECT COUNT(*) FROM event_tokens").fetchone()[0] == 0
 
 
+def assert_repaired(rt: Runtime, session_id: str, *, seq: int) -> None:
+    """One wrong stored count, first at `seq`: verify says so, repair drops it, verify is clean."""
+    problems = rt.verify(session_id).problems
+    assert (
+        len(problems) == 1
+        and f"1 stored count(s) differ from a fresh count (first at seq {seq})" in problems[0]
+    )
+    assert any("deleted 1 wrong token count" in action for action in rt.repair(session_id))
+    assert rt.verify(session_id).problems == ()
+
+
 def test_verify_catches_a_tampered_count_row_and_repair_drops_it(tmp_path: Path, workdir: Path) -> None:
     with open_runtime(tmp_path, workdir) as rt:
         session_id = rt.import_transcript(json.dumps(TRANSCRIPT).encode(), "t.json").id
@@ -353,13 +369,7 @@ def test_verify_catches_a_tampered_count_row_and_repair_drops_it(tmp_path: Path,
     with sqlite3.connect(make_paths(tmp_path).database) as raw:
         raw.execute("UPDATE event_tokens SET tokens = tokens + 1 WHERE seq = 3")
     with open_runtime(tmp_path, workdir) as rt:
-        problems = rt.verify(session_id).problems
-        assert (
-            len(problems) == 1
-            and "1 stored count(s) differ from a fresh count (first at seq 3)" in problems[0]
-        )
-        assert any("deleted 1 wrong token count" in action for action in rt.repair(session_id))
-        assert rt.verify(session_id).problems == ()
+        assert_repaired(rt, session_id, seq=3)
         rt.context(session_id)  # counted again, and persisted again
         key = stored_count_key(counter_for_model(rt.route_for().model))
         assert sorted(rt.parts.store.token_counts(session_id, key).items()) == counted_entries(rt, session_id)
@@ -390,20 +400,8 @@ def test_a_large_results_shortened_count_is_persisted_so_a_new_process_tokenizes
         text = shortened_text(LARGE_RESULT, large.seq, "c2", full, rt.settings.tools)
         short = {"role": "tool", "tool_call_id": "c2", "content": text}
         assert rt.parts.store.token_counts(session_id, key) == {large.seq: message_tokens(short, counter)}
-    tokenized: list[str] = []
-    real = index_module.message_tokens
-
-    def counting(message, counter):  # type: ignore[no-untyped-def]
-        tokenized.append(str(message.get("content"))[:20])
-        return real(message, counter)
-
-    monkeypatch = pytest.MonkeyPatch()
-    monkeypatch.setattr(index_module, "message_tokens", counting)
-    try:
-        with open_runtime(tmp_path, workdir) as rt:
-            again = rt.context(session_id)
-    finally:
-        monkeypatch.undo()
+    with open_runtime(tmp_path, workdir) as rt, tokenizations() as tokenized:
+        again = rt.context(session_id)
     assert tokenized == []  # every event's count and the shortened form's come from the store
     assert again.layers == first.layers and again.messages == first.messages
 
@@ -426,10 +424,4 @@ def test_verify_recounts_a_shortened_forms_count_and_repair_drops_a_wrong_one(
             raw.execute("UPDATE event_tokens SET tokens = tokens + 1 WHERE counter = ?", (key,)).rowcount == 1
         )
     with open_runtime(tmp_path, workdir) as rt:
-        problems = rt.verify(session_id).problems
-        assert (
-            len(problems) == 1
-            and "1 stored count(s) differ from a fresh count (first at seq 4)" in problems[0]
-        )
-        assert any("deleted 1 wrong token count" in action for action in rt.repair(session_id))
-        assert rt.verify(session_id).problems == ()
+        assert_repaired(rt, session_id, seq=4)
