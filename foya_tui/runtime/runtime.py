@@ -28,8 +28,8 @@ from foya_tui.runtime.compaction.report import (
 )
 from foya_tui.runtime.compaction.service import CompactionService
 from foya_tui.runtime.compaction.text import TextCompactor
+from foya_tui.runtime.context.columns import wrong_token_counts
 from foya_tui.runtime.context.compiler import ContextCompiler
-from foya_tui.runtime.context.index import wrong_token_counts
 from foya_tui.runtime.context.request import RequestView
 from foya_tui.runtime.fork import ForkedSession, fork_session
 from foya_tui.runtime.markdown import session_markdown

@@ -12,8 +12,10 @@ from pathlib import Path
 
 import pytest
 
+from foya_tui.runtime.context import columns as columns_module
 from foya_tui.runtime.context import index as index_module
-from foya_tui.runtime.context.index import SessionIndex, TokenColumn
+from foya_tui.runtime.context.columns import TokenColumn
+from foya_tui.runtime.context.index import SessionIndex
 from foya_tui.runtime.context.tool_results import shortened_count_key, shortened_text
 from foya_tui.runtime.digests import CHAIN_START, chained_digest
 from foya_tui.runtime.model import EventKind, NewEvent
@@ -307,14 +309,15 @@ def counted_entries(runtime: Runtime, session_id: str) -> list[tuple[int, int]]:
 def tokenizations() -> Iterator[list[str]]:
     """The start of every message the compiler's index tokenizes meanwhile (a new process's view)."""
     tokenized: list[str] = []
-    real = index_module.message_tokens
+    real = columns_module.message_tokens
 
     def counting(message, counter):  # type: ignore[no-untyped-def]
         tokenized.append(str(message.get("content"))[:20])
         return real(message, counter)
 
     with pytest.MonkeyPatch.context() as monkeypatch:
-        monkeypatch.setattr(index_module, "message_tokens", counting)
+        for module in (columns_module, index_module):  # the columns, and the checkpoint's head
+            monkeypatch.setattr(module, "message_tokens", counting)
         yield tokenized
 
 

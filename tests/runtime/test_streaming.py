@@ -17,7 +17,7 @@ import pytest
 
 from foya_tui.cli import main
 from foya_tui.runtime import transcripts
-from foya_tui.runtime.context.index import wrong_token_counts
+from foya_tui.runtime.context.columns import wrong_token_counts
 from foya_tui.runtime.model import EventKind, NewEvent
 from foya_tui.runtime.runtime import Runtime
 from foya_tui.runtime.store import EventStore, open_database

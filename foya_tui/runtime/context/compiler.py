@@ -20,8 +20,9 @@ from pathlib import Path
 from typing import Any
 
 from foya_tui.runtime.context.budget import Budget, compute_budget
+from foya_tui.runtime.context.columns import TokenColumn, VisibleColumn, snipped_key
 from foya_tui.runtime.context.floor import brief_tool_schemas, recent_tool_turns
-from foya_tui.runtime.context.index import SessionIndex, TokenColumn, VisibleColumn, snipped_key
+from foya_tui.runtime.context.index import SessionIndex
 from foya_tui.runtime.context.report import LayerTokens
 from foya_tui.runtime.context.request import MessageSequence, RequestView
 from foya_tui.runtime.context.sources import load_sources
