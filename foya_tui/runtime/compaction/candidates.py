@@ -321,9 +321,8 @@ def candidate_checkpoint(
 
 def plan_anchor(snapshot: HistorySnapshot, plan: Plan, counter: TokenCounter, room: int) -> Anchor | None:
     """The plan's head anchor as summary requests carry it (None: the session has no request)."""
-    index = snapshot.anchor_index
-    if plan.anchor_seq is None or index is None or index >= len(snapshot.entries):
+    entry = snapshot.anchor
+    if plan.anchor_seq is None or entry is None:
         return None
-    entry = snapshot.entries[index]
     text = content_text(entry.openai.get("content"))
     return request_anchor(entry.seq, text, counter, room) if text.strip() else None

@@ -682,11 +682,7 @@ class CompactionService:
                 int(covered_tokens * FALLBACK_SOURCE_SHARE),
             ),
         )
-        anchor = (
-            snapshot.entries[snapshot.anchor_index]
-            if snapshot.anchor_index is not None and snapshot.anchor_index < len(snapshot.entries)
-            else None
-        )
+        anchor = snapshot.anchor
         attempt.note = why
         smallest: _Measured | None = None
         ledger_budget = ledger_chars

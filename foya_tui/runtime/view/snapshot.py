@@ -27,11 +27,15 @@ class HistorySnapshot:
     route actually sees. Without a route, the current checkpoint."""
 
     @property
-    def anchor_seq(self) -> int | None:
-        """The head anchor's seq: the latest user message (SPEC V)."""
+    def anchor(self) -> LogEntry | None:
+        """The head anchor: the latest user message (SPEC V), None before the first."""
         if self.anchor_index is None or self.anchor_index >= len(self.entries):
             return None
-        return self.entries[self.anchor_index].seq
+        return self.entries[self.anchor_index]
+
+    @property
+    def anchor_seq(self) -> int | None:
+        return self.anchor.seq if self.anchor is not None else None
 
     @property
     def current(self) -> Checkpoint | None:
