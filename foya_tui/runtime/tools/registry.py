@@ -65,27 +65,20 @@ class ToolSpec:
         """The OpenAI `tools` entry for this tool; `brief`, the small window's form: the brief
         description, and the parameters without their descriptions (types, enums and what is
         required stay: they are what a call is checked against)."""
-        if not brief:
-            return {
-                "type": "function",
-                "function": {
-                    "name": self.name,
-                    "description": self.description,
-                    "parameters": dict(self.parameters),
-                },
-            }
-        parameters = dict(self.parameters)
-        properties = parameters.get("properties")
-        if isinstance(properties, Mapping):
-            parameters["properties"] = {
-                name: {key: value for key, value in schema.items() if key != "description"}
-                if isinstance(schema, Mapping)
-                else schema
-                for name, schema in properties.items()
-            }
+        description, parameters = self.description, dict(self.parameters)
+        if brief:
+            description = self.brief_description
+            properties = parameters.get("properties")
+            if isinstance(properties, Mapping):
+                parameters["properties"] = {
+                    name: {key: value for key, value in schema.items() if key != "description"}
+                    if isinstance(schema, Mapping)
+                    else schema
+                    for name, schema in properties.items()
+                }
         return {
             "type": "function",
-            "function": {"name": self.name, "description": self.brief_description, "parameters": parameters},
+            "function": {"name": self.name, "description": description, "parameters": parameters},
         }
 
     @property
