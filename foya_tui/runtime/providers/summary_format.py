@@ -59,7 +59,9 @@ PROMPT_VERSION = "foya-summary-v3"
 
 LENGTH_LINE = "Keep the whole summary under about {tokens:,} tokens."
 """The last line of a request that asks for a length (the window's share, `context/floor.py`)."""
-_LENGTH = re.compile(r"^Keep the whole summary under about ([\d,]+) tokens\.$", re.MULTILINE)
+_LENGTH = re.compile(
+    "^" + re.escape(LENGTH_LINE).replace(re.escape("{tokens:,}"), r"([\d,]+)") + "$", re.MULTILINE
+)
 
 SECTION_TITLES = ("Goal", "Progress", "Key Decisions", "Next Steps", "Critical Context")
 """The five sections of a text summary, in their required order (SPEC C-8)."""

@@ -200,11 +200,14 @@ def plan_tool_calls(messages: Sequence[Mapping[str, Any]], available: frozenset[
             return ()
         return (ToolCall(id=f"sim_call_{serial + 1}", name=name, arguments=json.dumps(arguments)),)
 
+    def search_history(recall: re.Match[str]) -> tuple[ToolCall, ...]:
+        return call("history_search", {"query": recall.group(1).strip(), "scope": "all"})
+
     if messages[-1].get("role") == "user":
         # Once a checkpoint summarises history, what was said before it is searched, not grepped.
         if recall := _RECALL.search(request):
             if "history_search" in available:
-                return call("history_search", {"query": recall.group(1).strip(), "scope": "all"})
+                return search_history(recall)
             # A small window sends the recall tools only once tool_search has loaded them.
             if "tool_search" in available:
                 return call("tool_search", {"query": "history_search"})
@@ -223,7 +226,7 @@ def plan_tool_calls(messages: Sequence[Mapping[str, Any]], available: frozenset[
         and "history_search" not in done_names
         and (recall := _RECALL.search(request))
     ):
-        return call("history_search", {"query": recall.group(1).strip(), "scope": "all"})
+        return search_history(recall)
     # A result of this turn was shortened for the model: read it back once, as T-2 intends.
     if "history_read_tool_result" not in done_names:
         for _, content in _turn_tool_results(messages):
