@@ -5,7 +5,9 @@ The floor is what every request carries whatever the conversation: the system pr
 schemas and the checkpoint. On a 128K window it is a few percent. On an 8K window, full tool
 schemas (about 1.5K tokens once the recall tools join), three recent tool turns kept whole and a
 1.5K-token checkpoint left room for one file read: a long exploration compacted after nearly every
-step. Each rule here keeps a large window exactly as it was and shrinks a small one.
+step. Each rule here shrinks a small window and leaves a large one as it was, but for one case:
+recent tool turns whose results together take more than a quarter of the input budget, on any
+window, leave the oldest of them to snip under pressure.
 """
 
 from __future__ import annotations
